@@ -1,0 +1,124 @@
+"""Studies, one sub-package each, and the Python API to run them.
+
+    import scenarios
+    result = scenarios.run("network-game", seed=1, agents=1000, update="fermi")
+    result.summary["metrics"], result.metrics, result.run_dir
+
+A user's own :class:`sim_core.experiment.Scenario` subclass runs the same way:
+``scenarios.run(MyScenario, seed=1, ...)``. The registry names modules as strings so
+that listing and describing scenarios does not import jax.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from sim_core.errors import ConfigError
+
+if typing.TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from sim_core.experiment import RunResult, Scenario
+
+# name -> (config class, scenario class), as "module:attribute".
+REGISTRY: dict[str, tuple[str, str]] = {
+    "network-game": (
+        "scenarios.network_game.config:NetworkGameConfig",
+        "scenarios.network_game.model:NetworkGame",
+    ),
+}
+
+
+def _load(ref: str) -> Any:
+    module, attr = ref.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _entry(name: str) -> tuple[str, str]:
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown scenario '{name}'; available: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def config_class(name: str) -> type[BaseModel]:
+    """The pydantic model of a scenario's parameters."""
+    return _load(_entry(name)[0])
+
+
+def get(name: str) -> type[Scenario]:
+    """The scenario class registered under ``name``."""
+    return _load(_entry(name)[1])
+
+
+def summary_line(name: str) -> str:
+    doc = (config_class(name).__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def _type_name(ann: Any) -> str:
+    """Readable type: Literal choices joined by '|', unions flattened."""
+    args = typing.get_args(ann)
+    if typing.get_origin(ann) is typing.Literal:
+        return " | ".join(str(a) for a in args)
+    if args and typing.get_origin(ann) in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    return "None" if ann is type(None) else getattr(ann, "__name__", str(ann))
+
+
+def describe(name: str) -> list[dict[str, str]]:
+    """Each parameter's name, type, default and meaning."""
+    rows = []
+    for pname, field in config_class(name).model_fields.items():
+        typ = _type_name(field.annotation)
+        rows.append(
+            {
+                "name": pname,
+                "type": typ,
+                "default": repr(field.default),
+                "description": field.description or "",
+            }
+        )
+    return rows
+
+
+def run(
+    scenario: str | Scenario | type[Scenario],
+    *,
+    seed: int = 0,
+    replicates: int = 1,
+    out: str | Path | None = None,
+    config: dict[str, Any] | None = None,
+    llm: str | None = None,
+    api_base: str | None = None,
+    write: bool = True,
+    batch_replicates: int | None = None,
+    **params: Any,
+) -> RunResult:
+    """Run a scenario by name (or a user's Scenario) and return its :class:`RunResult`.
+
+    ``llm`` is any litellm model string for the scenario's LLM agents and ``api_base``
+    points it at an OpenAI-compatible server; scenarios without LLM agents ignore both.
+    """
+    from sim_core.experiment import run_scenario
+
+    scen = get(scenario) if isinstance(scenario, str) else scenario
+    options = {k: v for k, v in {"llm": llm, "api_base": api_base}.items() if v is not None}
+    return run_scenario(
+        scen,
+        seed=seed,
+        replicates=replicates,
+        out=out,
+        write=write,
+        config=config,
+        options=options,
+        batch_replicates=batch_replicates,
+        **params,
+    )

@@ -1,0 +1,132 @@
+"""The ``society`` command: a thin layer over :mod:`scenarios` (the Python API comes first).
+
+Bad input exits with status 2 and one line on stderr naming what is wrong and what is
+accepted. Heavy imports (jax, the scenario models) happen only in ``run``.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+import scenarios
+from sim_core.errors import ConfigError
+
+app = typer.Typer(
+    name="society",
+    help="Simulate societies of LLM, learned and rule agents.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; values are read as TOML literals (numbers, true/false, "text")
+    and otherwise kept as strings for the scenario's config to validate."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
+        try:
+            value = tomllib.loads(f"v = {raw.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw.strip()
+        out[key] = value
+    return out
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List the scenarios, one line each."""
+    width = max(len(n) for n in scenarios.names())
+    for name in scenarios.names():
+        print(f"{name:<{width}}  {scenarios.summary_line(name)}")
+
+
+@app.command("describe")
+def describe_cmd(scenario: Annotated[str, typer.Argument(help="scenario name")]) -> None:
+    """Show a scenario's parameters: type, default and meaning."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = scenarios.describe(scenario)
+    table = Table(title=f"{scenario}: {scenarios.summary_line(scenario)}", show_lines=False)
+    for col in ("parameter", "type", "default", "meaning"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["type"], r["default"], r["description"])
+    Console(width=max(120, Console().width)).print(table)
+
+
+@app.command("run")
+def run_cmd(
+    scenario: Annotated[str, typer.Argument(help="scenario name (see `society list`)")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="parameter KEY=VALUE (repeatable)")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file of parameters")] = None,
+    seed: Annotated[int, typer.Option(help="root random seed")] = 0,
+    replicates: Annotated[int, typer.Option(help="independent replicates")] = 1,
+    out: Annotated[Path | None, typer.Option(help="run directory (default runs/<scenario>-<time>)")] = None,
+    llm: Annotated[str | None, typer.Option(help="litellm model string for LLM agents")] = None,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")] = None,
+) -> None:
+    """Run a scenario and write its run directory."""
+    from sim_core.experiment import load_config_file
+
+    values: dict[str, Any] = {}
+    if config is not None:
+        values.update(load_config_file(config))
+    values.update(parse_set(set_ or []))
+    scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
+    result = scenarios.run(
+        scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base
+    )
+    _print_summary(scenario, result)
+
+
+def _print_summary(scenario: str, result: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    s = result.summary
+    table = Table(title=f"{scenario}: seed {s['seed']}, {s['replicates']} replicate(s), {s['wall_time_s']:.1f} s")
+    for col in ("metric", "mean", "95% CI", "replicates"):
+        table.add_column(col)
+    for name, m in s["metrics"].items():
+        lo, hi = m["ci95"]
+        table.add_row(name, f"{m['mean']:.4g}", f"[{lo:.4g}, {hi:.4g}]", str(len(m["values"])))
+    console = Console()
+    console.print(table)
+    if s.get("stop_reason"):
+        console.print(f"stopped early: {s['stop_reason']}")
+    console.print(f"run directory: {result.run_dir}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: every user error becomes one line on stderr and exit status 2."""
+    try:
+        rc = app(args=argv, standalone_mode=False, prog_name="society")
+    except ConfigError as exc:
+        _fail(str(exc))
+    except typer.Abort:
+        _fail("aborted")
+    except typer.TyperException as exc:  # click-style usage errors (bad option, missing arg)
+        fmt = getattr(exc, "format_message", None)
+        _fail(" ".join((fmt() if fmt else str(exc)).split()))
+    return rc if isinstance(rc, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

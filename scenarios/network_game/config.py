@@ -1,0 +1,112 @@
+"""Parameters of the network game (pydantic only, so `society describe` starts fast)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+GRAPHS = ("complete", "cycle", "lattice", "random-regular", "erdos-renyi", "small-world", "scale-free")
+# Preset payoff matrices (R, S, T, P); any of them can be overridden.
+PRESETS = {
+    "pd": (3.0, 0.0, 5.0, 1.0),  # Axelrod's prisoner's dilemma
+    "snowdrift": (3.0, 1.0, 5.0, 0.0),
+    "stag-hunt": (5.0, 0.0, 3.0, 1.0),
+}
+
+
+class NetworkGameConfig(BaseModel):
+    """Evolutionary 2-strategy games (cooperate/defect) on a graph, fully vectorised."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    graph: str = Field(
+        "random-regular",
+        description="complete | cycle | lattice | random-regular | erdos-renyi | small-world | "
+        "scale-free | a path to an edge-list file ('u v' per line)",
+    )
+    agents: int = Field(1000, ge=2, description="number of agents N (a square number for lattice)")
+    degree: int = Field(
+        4, ge=1, description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
+        "degree, scale-free 2m"
+    )
+    neighbourhood: Literal["moore", "von-neumann"] = Field("von-neumann", description="lattice neighbourhood")
+    periodic: bool = Field(True, description="lattice wraps around (torus)")
+    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
+    game: Literal["donation", "pd", "snowdrift", "stag-hunt", "custom"] = Field(
+        "donation", description="donation (b, c) or a 2x2 game with payoffs R, S, T, P"
+    )
+    b: float = Field(5.0, description="donation game: benefit to the recipient")
+    c: float = Field(1.0, description="donation game: cost to the donor")
+    R: float | None = Field(None, description="reward (C meets C); default from the game preset")
+    S: float | None = Field(None, description="sucker's payoff (C meets D)")
+    T: float | None = Field(None, description="temptation (D meets C)")
+    P: float | None = Field(None, description="punishment (D meets D)")
+    self_interaction: bool = Field(False, description="each agent also plays against itself")
+    payoff: Literal["accumulated", "average"] = Field("accumulated", description="sum or mean over games played")
+    update: Literal["death-birth", "birth-death", "imitation", "fermi", "best-neighbour", "proportional"] = Field(
+        "death-birth", description="strategy update rule"
+    )
+    selection: float = Field(
+        0.1, ge=0.0, le=1.0, description="selection intensity w: fitness 1 - w + w*payoff "
+        "(death-birth, birth-death, imitation); negative fitness counts as 0"
+    )
+    beta: float = Field(1.0, ge=0.0, description="fermi: imitation strength")
+    synchronous: bool | None = Field(
+        None, description="all agents update at once (default: no, except best-neighbour and "
+        "proportional, which are synchronous by definition)"
+    )
+    init_cooperators: float | Literal["single"] = Field(
+        0.5, description="initial share of cooperators in [0, 1] (placed at random), or 'single'"
+    )
+    steps: int = Field(200, ge=1, description="generations (asynchronous: N single-agent updates each); "
+                       "the cap when until=fixation")
+    until: Literal["steps", "fixation"] = Field("steps", description="stop after steps, or at fixation")
+    average_from: int | None = Field(
+        None, ge=0, description="cooperator_fraction is averaged over generations >= this (default: final value)"
+    )
+    record_every: int = Field(1, ge=1, description="generations between recorded rows")
+
+    @field_validator("graph")
+    @classmethod
+    def _graph(cls, v: str) -> str:
+        if v not in GRAPHS and not Path(v).is_file():
+            raise ValueError(f"must be one of {', '.join(GRAPHS)} or an existing edge-list file")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> NetworkGameConfig:
+        if isinstance(self.init_cooperators, float) and not 0.0 <= self.init_cooperators <= 1.0:
+            raise ValueError(f"init_cooperators must lie in [0, 1] or be 'single', got {self.init_cooperators}")
+        if self.update in ("best-neighbour", "proportional") and self.synchronous is False:
+            raise ValueError(f"update={self.update} is synchronous by definition; drop synchronous=false")
+        if self.average_from is not None and self.average_from > self.steps:
+            raise ValueError(f"average_from ({self.average_from}) must be <= steps ({self.steps})")
+        R, S, T, P = self.matrix()
+        orders = {
+            "pd": (T > R > P >= S, "T > R > P >= S"),
+            "snowdrift": (T > R > S > P, "T > R > S > P"),
+            "stag-hunt": (R > T >= P > S, "R > T >= P > S"),
+        }
+        if self.game in orders and not orders[self.game][0]:
+            raise ValueError(
+                f"payoffs R={R}, S={S}, T={T}, P={P} are not a {self.game} game "
+                f"({orders[self.game][1]}); use game=custom for any 2x2 matrix"
+            )
+        if self.game == "custom" and None in (self.R, self.S, self.T, self.P):
+            raise ValueError("game=custom needs all of R, S, T, P")
+        return self
+
+    def matrix(self) -> tuple[float, float, float, float]:
+        """(R, S, T, P): payoff to the focal player for CC, CD, DC, DD."""
+        if self.game == "donation":
+            return (self.b - self.c, -self.c, self.b, 0.0)
+        preset = PRESETS.get(self.game, (0.0, 0.0, 0.0, 0.0))
+        given = (self.R, self.S, self.T, self.P)
+        return tuple(float(g) if g is not None else p for g, p in zip(given, preset, strict=True))
+
+    def is_synchronous(self) -> bool:
+        if self.update in ("best-neighbour", "proportional"):
+            return True
+        return bool(self.synchronous)

@@ -1,0 +1,267 @@
+"""Running a scenario: validated config, run directory, recorder, summary and plots.
+
+A scenario is a small class (Mesa's ``Model`` in spirit) with a pydantic ``Config`` and a
+``run(config, ctx)`` that records rows through ``ctx.recorder`` and returns its headline
+metrics, one value per replicate. :func:`run_scenario` does everything around it, so a
+user's own scenario defined in a script runs exactly like a built-in one.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import json
+import platform
+import time
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import pydantic
+
+from sim_core.errors import ConfigError
+from sim_core.recorder import Recorder
+from sim_core.rng import RNG
+from sim_core.stats import summarize
+
+VERSIONED_PACKAGES = ("society-sim", "jax", "jaxlib", "numpy", "networkx", "mesa", "litellm", "pydantic")
+
+
+class Scenario:
+    """Base class of a study. Subclasses set the class attributes and implement ``run``."""
+
+    name: ClassVar[str] = "scenario"
+    Config: ClassVar[type[pydantic.BaseModel]]
+    headline: ClassVar[tuple[str, ...]] = ()
+    labels: ClassVar[dict[str, type]] = {}
+
+    @classmethod
+    def description(cls) -> str:
+        doc = (cls.Config.__doc__ or cls.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else ""
+
+    def run(self, config: Any, ctx: RunContext) -> Mapping[str, np.ndarray]:
+        """Simulate all replicates; return ``{headline metric: values, one per replicate}``."""
+        raise NotImplementedError
+
+    def plot(self, frame: pd.DataFrame, plots_dir: Path, config: Any) -> list[Path]:
+        """Write PNGs; by default, each recorded metric's mean over replicates against time."""
+        return plot_metrics(frame, plots_dir)
+
+
+@dataclass
+class RunContext:
+    """What a scenario's ``run`` gets besides its config."""
+
+    seed: int
+    replicates: int
+    rng: RNG
+    recorder: Recorder
+    run_dir: Path | None
+    options: dict[str, Any] = field(default_factory=dict)  # e.g. {"llm": ..., "api_base": ...}
+    batch_replicates: int | None = None  # replicates per vectorised batch (None: all at once)
+    stop_reason: str | None = None  # set by a scenario that stopped early (e.g. a budget)
+
+    def replicate_batches(self) -> list[np.ndarray]:
+        """Replicate ids split into the batches a scenario should vmap over."""
+        size = self.batch_replicates or self.replicates
+        return [np.arange(i, min(i + size, self.replicates)) for i in range(0, self.replicates, size)]
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run: summary dict, tidy metrics frame and run directory."""
+
+    summary: dict
+    metrics: pd.DataFrame
+    run_dir: Path | None
+
+    def headline(self) -> pd.DataFrame:
+        """One row per headline metric: mean and 95% interval over replicates."""
+        rows = [
+            {"metric": k, "mean": v["mean"], "ci95_low": v["ci95"][0], "ci95_high": v["ci95"][1], "replicates": len(v["values"])}
+            for k, v in self.summary["metrics"].items()
+        ]
+        return pd.DataFrame(rows)
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and the packages that shape results (read without importing them)."""
+    out = {"python": platform.python_version()}
+    for pkg in VERSIONED_PACKAGES:
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _describe_error(err: dict, config_cls: type[pydantic.BaseModel]) -> str:
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "config"
+    if err.get("type") == "extra_forbidden":
+        accepted = ", ".join(config_cls.model_fields)
+        return f"unknown parameter '{loc}'; accepted: {accepted}"
+    msg = err.get("msg", "invalid value")
+    if err.get("type") == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    if "input" in err and err.get("type") != "missing" and not isinstance(err["input"], dict):
+        return f"invalid value for '{loc}': {msg} (got {err['input']!r})"
+    return f"invalid value for '{loc}': {msg}"
+
+
+def validate_config(config_cls: type[pydantic.BaseModel], values: Mapping[str, Any]) -> pydantic.BaseModel:
+    """Build a scenario config or raise :class:`ConfigError` with a one-line message."""
+    try:
+        return config_cls.model_validate(dict(values))
+    except pydantic.ValidationError as exc:
+        errors = exc.errors()
+        raise ConfigError(_describe_error(errors[0], config_cls)) from None
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML parameter file (a flat table of parameter = value)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file '{path}' does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file '{path}' is not valid TOML: {exc}") from None
+    return data
+
+
+def _new_run_dir(out: str | Path | None, name: str, seed: int) -> Path:
+    if out is not None:
+        path = Path(out)
+        if path.exists() and any(path.iterdir()):
+            raise ConfigError(f"output directory '{path}' exists and is not empty; choose a new --out")
+    else:
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        path = Path("runs") / f"{name}-{stamp}-s{seed}"
+        i = 1
+        while path.exists():
+            path = Path("runs") / f"{name}-{stamp}-s{seed}-{i}"
+            i += 1
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_scenario(
+    scenario: Scenario | type[Scenario],
+    *,
+    seed: int = 0,
+    replicates: int = 1,
+    out: str | Path | None = None,
+    write: bool = True,
+    config: Mapping[str, Any] | pydantic.BaseModel | None = None,
+    options: Mapping[str, Any] | None = None,
+    batch_replicates: int | None = None,
+    **params: Any,
+) -> RunResult:
+    """Validate parameters, run every replicate, and write the run directory.
+
+    ``config`` (a mapping or a Config instance) and keyword ``params`` give parameter
+    values (keywords win). With ``write=False`` nothing is written to disk.
+    """
+    if isinstance(scenario, type):
+        scenario = scenario()
+    if not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"invalid value for 'seed': must be a non-negative integer (got {seed!r})")
+    if not isinstance(replicates, int) or replicates < 1:
+        raise ConfigError(f"invalid value for 'replicates': must be an integer >= 1 (got {replicates!r})")
+    if batch_replicates is not None and (not isinstance(batch_replicates, int) or batch_replicates < 1):
+        raise ConfigError(f"invalid value for 'batch_replicates': must be an integer >= 1 (got {batch_replicates!r})")
+    if isinstance(config, pydantic.BaseModel):
+        values = {**config.model_dump(), **params}
+    else:
+        values = {**(config or {}), **params}
+    cfg = validate_config(scenario.Config, values)
+    run_dir = _new_run_dir(out, scenario.name, seed) if write else None
+    recorder = Recorder(run_dir / "metrics.parquet" if run_dir else None, labels=scenario.labels)
+    ctx = RunContext(
+        seed=seed,
+        replicates=replicates,
+        rng=RNG(seed),
+        recorder=recorder,
+        run_dir=run_dir,
+        options=dict(options or {}),
+        batch_replicates=batch_replicates,
+    )
+    summary: dict[str, Any] = {
+        "scenario": scenario.name,
+        "config": cfg.model_dump(mode="json"),
+        "seed": seed,
+        "replicates": replicates,
+        "versions": versions(),
+        "status": "running",
+        "metrics": {},
+    }
+    started = time.perf_counter()
+    try:
+        headline = scenario.run(cfg, ctx)
+    except BaseException as exc:
+        recorder.close()  # keep every row recorded before the failure
+        summary.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        summary["wall_time_s"] = round(time.perf_counter() - started, 3)
+        _write_summary(run_dir, summary)
+        raise
+    recorder.close()
+    summary["status"] = "stopped" if ctx.stop_reason else "completed"
+    if ctx.stop_reason:
+        summary["stop_reason"] = ctx.stop_reason
+    summary["wall_time_s"] = round(time.perf_counter() - started, 3)
+    for name, vals in headline.items():
+        vals = np.asarray(vals, dtype=float).ravel()
+        if vals.size != replicates:
+            raise RuntimeError(f"scenario {scenario.name} returned {vals.size} values of '{name}' for {replicates} replicates")
+        summary["metrics"][name] = summarize(vals)
+    frame = recorder.frame()
+    if run_dir is not None:
+        scenario.plot(frame, run_dir / "plots", cfg)
+    _write_summary(run_dir, summary)
+    return RunResult(summary=summary, metrics=frame, run_dir=run_dir)
+
+
+def _write_summary(run_dir: Path | None, summary: dict) -> None:
+    if run_dir is None:
+        return
+    tmp = run_dir / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
+    tmp.replace(run_dir / "summary.json")
+
+
+def plot_metrics(frame: pd.DataFrame, plots_dir: Path, metrics: list[str] | None = None) -> list[Path]:
+    """One PNG per metric: the mean over replicates against time, with each replicate faint."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    if frame.empty:
+        return written
+    for metric in metrics or sorted(frame["metric"].unique()):
+        sub = frame[frame["metric"] == metric]
+        per_rep = sub.groupby(["replicate", "time"], as_index=False)["value"].mean()
+        if per_rep["time"].nunique() < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        for _, rep in per_rep.groupby("replicate"):
+            ax.plot(rep["time"], rep["value"], color="tab:blue", alpha=0.25, lw=0.8)
+        mean = per_rep.groupby("time")["value"].mean()
+        ax.plot(mean.index, mean.values, color="tab:blue", lw=2, label="mean over replicates")
+        ax.set_xlabel("time")
+        ax.set_ylabel(metric)
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
+        path = plots_dir / f"{metric.replace('/', '_')}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,154 @@
+"""Neighbour operations over compiled edge arrays, shared by every networked scenario.
+
+A graph reaches the engine as directed edge arrays (each undirected edge listed in both
+directions). ``Neighbours`` compiles them once into CSR offsets and, where degrees are
+nearly uniform, a padded neighbour table. The table turns neighbour sums into dense
+gathers, which on CPU are several times faster than XLA's scatter-based segment sums;
+heavy-tailed graphs (scale-free) fall back to sorted segment sums. The choice is static.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sim_core.state import pytree_dataclass, static_field
+
+# Use the padded table while it costs at most this many times the number of edges.
+_TABLE_OVERHEAD = 2.0
+
+
+@pytree_dataclass
+class Neighbours:
+    """Adjacency of an ``n``-node graph as arrays (a pytree, usable inside ``jit``).
+
+    ``src``/``dst``: directed edges sorted by ``src``; ``offsets``: CSR row starts
+    (``n + 1``); ``degree``: out-degree per node; ``table``: ``(n, max_degree)`` padded
+    neighbour ids, padding ``n`` (one past the last node), or ``None`` when the graph is
+    too heterogeneous for a table to pay off.
+    """
+
+    src: jax.Array
+    dst: jax.Array
+    offsets: jax.Array
+    degree: jax.Array
+    table: jax.Array | None
+    n: int = static_field()
+
+    @classmethod
+    def from_edges(cls, src: np.ndarray, dst: np.ndarray, n: int, *, table: bool | None = None) -> Neighbours:
+        """Compile directed edge arrays (both directions of each undirected edge)."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        if src.shape != dst.shape or src.ndim != 1:
+            raise ValueError(f"src and dst must be 1-D arrays of equal length, got {src.shape} and {dst.shape}")
+        if src.size and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= n):
+            raise ValueError(f"edge endpoints must lie in [0, {n}), got [{min(src.min(), dst.min())}, {max(src.max(), dst.max())}]")
+        order = np.argsort(src * n + dst, kind="stable")  # one int64 key: ~10x faster than lexsort
+        src, dst = src[order], dst[order]
+        degree = np.bincount(src, minlength=n)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(degree, out=offsets[1:])
+        max_deg = int(degree.max()) if n else 0
+        if table is None:
+            table = n * max_deg <= _TABLE_OVERHEAD * max(len(src), 1)
+        tab = None
+        if table:
+            col = np.arange(len(src)) - offsets[src]
+            t = np.full((n, max(max_deg, 1)), n, dtype=np.int32)
+            t[src, col] = dst
+            tab = jnp.asarray(t)
+        return cls(
+            src=jnp.asarray(src, jnp.int32),
+            dst=jnp.asarray(dst, jnp.int32),
+            offsets=jnp.asarray(offsets, jnp.int32),
+            degree=jnp.asarray(degree, jnp.int32),
+            table=tab,
+            n=int(n),
+        )
+
+    @property
+    def max_degree(self) -> int:
+        return int(self.table.shape[1]) if self.table is not None else int(np.max(np.asarray(self.degree), initial=0))
+
+
+def _pad(x: jax.Array, fill) -> jax.Array:
+    """Append one padding row so that table entry ``n`` gathers ``fill``."""
+    return jnp.concatenate([x, jnp.full((1,) + x.shape[1:], fill, x.dtype)])
+
+
+def neighbour_sum(nb: Neighbours, x: jax.Array) -> jax.Array:
+    """Sum of ``x`` over each node's neighbours (``x`` has a leading node axis)."""
+    if nb.table is not None:
+        return _pad(x, 0)[nb.table].sum(axis=1)
+    return jax.ops.segment_sum(x[nb.dst], nb.src, num_segments=nb.n, indices_are_sorted=True)
+
+
+def neighbour_mean(nb: Neighbours, x: jax.Array) -> jax.Array:
+    """Mean of ``x`` over each node's neighbours (0 for isolated nodes)."""
+    deg = jnp.maximum(nb.degree, 1).reshape((-1,) + (1,) * (x.ndim - 1))
+    return neighbour_sum(nb, x) / deg
+
+
+def neighbour_max(nb: Neighbours, x: jax.Array) -> jax.Array:
+    """Maximum of ``x`` over each node's neighbours (``-inf`` for isolated nodes)."""
+    x = x.astype(jnp.result_type(x, jnp.float32))
+    if nb.table is not None:
+        return _pad(x, -jnp.inf)[nb.table].max(axis=1)
+    return jax.ops.segment_max(x[nb.dst], nb.src, num_segments=nb.n, indices_are_sorted=True)
+
+
+def _edge_values(nb: Neighbours, x: jax.Array, fill) -> jax.Array:
+    """``x`` of each node's neighbours: ``(n, max_degree)`` with a table, else ``(E,)``."""
+    return _pad(x, fill)[nb.table] if nb.table is not None else x[nb.dst]
+
+
+def _best_edge(nb: Neighbours, scores: jax.Array) -> jax.Array:
+    """Neighbour id with the largest per-edge score (lowest position on ties; self if isolated)."""
+    nodes = jnp.arange(nb.n)
+    if nb.table is not None:
+        scores = jnp.where(nb.table < nb.n, scores, -jnp.inf)
+        best = jnp.take_along_axis(nb.table, jnp.argmax(scores, axis=1)[:, None], axis=1)[:, 0]
+    else:
+        m = jax.ops.segment_max(scores, nb.src, num_segments=nb.n, indices_are_sorted=True)
+        e = jnp.arange(nb.src.shape[0])
+        hit = jnp.where(scores >= m[nb.src], e, nb.src.shape[0])
+        first = jax.ops.segment_min(hit, nb.src, num_segments=nb.n, indices_are_sorted=True)
+        best = nb.dst[jnp.clip(first, 0, nb.src.shape[0] - 1)]
+    return jnp.where(nb.degree > 0, best, nodes)
+
+
+def neighbour_argmax(nb: Neighbours, x: jax.Array) -> jax.Array:
+    """For each node, the neighbour with the largest ``x`` (lowest position on ties; self if isolated)."""
+    return _best_edge(nb, _edge_values(nb, x.astype(jnp.float32), -jnp.inf))
+
+
+def weighted_neighbour(nb: Neighbours, key: jax.Array, weights: jax.Array) -> jax.Array:
+    """For each node, a neighbour drawn with probability proportional to ``weights``.
+
+    Gumbel-max sampling (gathers and one max, no per-node loop). A node whose neighbours all
+    have weight 0 draws uniformly among them; an isolated node gets itself.
+    """
+    w = _edge_values(nb, weights.astype(jnp.float32), 0.0)
+    g = jax.random.gumbel(key, w.shape)
+    all_zero = (neighbour_max(nb, weights) <= 0)
+    all_zero = all_zero[:, None] if nb.table is not None else all_zero[nb.src]
+    scores = jnp.where(all_zero, g, jnp.log(jnp.maximum(w, 0.0)) + g)
+    return _best_edge(nb, scores)
+
+
+def random_neighbour(nb: Neighbours, key: jax.Array, nodes: jax.Array | None = None) -> jax.Array:
+    """One uniformly random neighbour of each node in ``nodes`` (all nodes by default).
+
+    Pure gathers (no scatter). A node without neighbours gets itself.
+    """
+    nodes = jnp.arange(nb.n) if nodes is None else nodes
+    deg = nb.degree[nodes]
+    pick = jnp.floor(jax.random.uniform(key, nodes.shape) * deg).astype(jnp.int32)
+    pick = jnp.minimum(pick, jnp.maximum(deg - 1, 0))
+    if nb.table is not None:
+        out = nb.table[nodes, pick]
+    else:
+        out = nb.dst[jnp.minimum(nb.offsets[nodes] + pick, nb.dst.shape[0] - 1)]
+    return jnp.where(deg > 0, out, nodes)

@@ -1,0 +1,20 @@
+"""Shared artifacts: a content-addressed SQLite store with provenance, sharing policies,
+usefulness posteriors, BM25 retrieval, retirement and Parquet export."""
+
+from society.artifacts.quoting import quote_for_prompt
+from society.artifacts.store import (
+    POLICIES,
+    Artifact,
+    ArtifactStore,
+    SupportsNeighbours,
+    artifact_id,
+)
+
+__all__ = [
+    "POLICIES",
+    "Artifact",
+    "ArtifactStore",
+    "SupportsNeighbours",
+    "artifact_id",
+    "quote_for_prompt",
+]

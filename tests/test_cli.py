@@ -1,0 +1,88 @@
+"""The `society` command: list, describe, run, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios.cli import main, parse_set
+from sim_core.errors import ConfigError
+
+
+def society(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def test_list_and_describe(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("network-game") and len(out.strip().splitlines()) == 1
+    assert main(["describe", "network-game"]) == 0
+    out = capsys.readouterr().out
+    for param in ("graph", "agents", "update", "selection", "init_cooperators", "average_from"):
+        assert param in out
+
+
+def test_list_does_not_import_jax():
+    code = "import sys; from scenarios.cli import main; main(['list']); print('jax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "False"
+
+
+def test_run_writes_run_directory(tmp_path: Path):
+    cfg = tmp_path / "params.toml"
+    cfg.write_text('agents = 64\nsteps = 5\ngraph = "cycle"\n')
+    out = tmp_path / "run"
+    res = society("run", "network-game", "--config", str(cfg), "--set", "update=fermi",
+                  "--set", "synchronous=true", "--seed", "3", "--replicates", "2", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "cooperator_fraction" in res.stdout and str(out) in res.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["agents"] == 64 and summary["config"]["update"] == "fermi"
+    assert summary["config"]["graph"] == "cycle" and summary["seed"] == 3
+    assert len(summary["metrics"]["cooperator_fraction"]["values"]) == 2
+    assert (out / "plots" / "cooperator_fraction.png").exists()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["run", "network-game", "--set", "agnets=10"], "unknown parameter 'agnets'; accepted: graph, agents"),
+        (["run", "network-game", "--set", "update=vote"], "invalid value for 'update'"),
+        (["run", "network-game", "--set", "agents=-5"], "invalid value for 'agents'"),
+        (["run", "network-game", "--set", "agents"], "--set expects KEY=VALUE"),
+        (["run", "network-game", "--seed", "abc"], "'--seed'"),
+        (["run", "network-game", "--config", "/nonexistent.toml"], "does not exist"),
+        (["run", "chess"], "unknown scenario 'chess'; available: network-game"),
+        (["describe", "chess"], "unknown scenario 'chess'"),
+        (["run", "network-game", "--set", "graph=lattice", "--set", "agents=50", "--set", "steps=1"], "square"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_with_status_2(args, needle):
+    res = society(*args)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_toml_file(tmp_path: Path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("agents = = 3\n")
+    res = society("run", "network-game", "--config", str(bad))
+    assert res.returncode == 2 and "not valid TOML" in res.stderr
+
+
+def test_parse_set_reads_toml_literals():
+    assert parse_set(["a=3", "b=0.5", "c=true", "d=single", 'e="x y"', "self-interaction=false"]) == {
+        "a": 3, "b": 0.5, "c": True, "d": "single", "e": "x y", "self_interaction": False,
+    }
+    with pytest.raises(ConfigError):
+        parse_set(["=3"])
