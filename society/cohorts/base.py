@@ -42,14 +42,26 @@ class Cohort:
         return int(self.agents.size)
 
     def local(self, agents: np.ndarray) -> np.ndarray:
-        """Positions of global ``agents`` in this cohort's arrays (error if not members)."""
+        """Positions of global ``agents`` in this cohort's arrays (error if not members).
+
+        The sort of ``self.agents`` is cached until that array is replaced (lifecycle
+        hooks assign a new array), so a lookup costs one binary search per agent.
+        """
         agents = np.asarray(agents, dtype=np.int64)
-        order = np.argsort(self.agents, kind="stable")
-        pos = np.searchsorted(self.agents[order], agents)
-        pos = np.minimum(pos, max(self.agents.size - 1, 0))
-        if self.agents.size == 0 or (self.agents[order][pos] != agents).any():
-            bad = agents[self.agents.size == 0 or self.agents[order][pos] != agents][:5]
-            raise ValueError(f"cohort '{self.name}': agents {bad.tolist()} are not members")
+        cache = self.__dict__.get("_local_cache")
+        if cache is None or cache[0] is not self.agents:
+            order = np.argsort(self.agents, kind="stable")
+            cache = (self.agents, order, self.agents[order])
+            self._local_cache = cache
+        _, order, srt = cache
+        if srt.size == 0:
+            if agents.size:
+                raise ValueError(f"cohort '{self.name}': agents {agents[:5].tolist()} are not members")
+            return np.zeros(0, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(srt, agents), srt.size - 1)
+        bad = srt[pos] != agents
+        if bad.any():
+            raise ValueError(f"cohort '{self.name}': agents {agents[bad][:5].tolist()} are not members")
         return order[pos]
 
     # -- deciding ------------------------------------------------------------------------
@@ -63,6 +75,19 @@ class Cohort:
 
     def learn(self, agents: np.ndarray, obs: Pytree, actions: Pytree, rewards: jax.Array, key: jax.Array) -> None:
         """Update from the outcome of the last actions. Default: no learning."""
+
+    # -- lifecycle hooks (used by society.population.Population) ---------------------------
+    def clone(self, src_agents: np.ndarray, new_agents: np.ndarray, key: jax.Array | None = None, mutation: float = 0.0) -> None:
+        """Add ``new_agents`` inheriting the per-agent state of ``src_agents`` (mutated)."""
+        raise TypeError(f"cohort '{self.name}' ({type(self).__name__}) cannot clone agents")
+
+    def spawn(self, new_agents: np.ndarray, key: jax.Array | None = None) -> None:
+        """Add fresh ``new_agents`` with newly drawn state."""
+        raise TypeError(f"cohort '{self.name}' ({type(self).__name__}) cannot spawn fresh agents")
+
+    def remove(self, agents: np.ndarray) -> None:
+        """Drop ``agents`` and their state."""
+        raise TypeError(f"cohort '{self.name}' ({type(self).__name__}) cannot remove agents")
 
     # -- state ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

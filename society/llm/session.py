@@ -1,0 +1,56 @@
+"""The run's LLM client, opened from a scenario's options (``--llm``, ``--api-base``).
+
+Scenarios call :func:`open_client` and never build configs themselves, so every run gets
+the same defaults: the embedded local model when no model is named, a response cache in
+the run directory (which makes the run replayable offline), and bad options reported as
+one-line config errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from sim_core.errors import ConfigError
+from society.llm.client import LLMClient
+from society.llm.config import LLMConfig
+
+# The model string that selects the embedded local model (started and stopped by the run).
+LOCAL = "local"
+
+
+def config_from_options(options: Mapping[str, Any], *, run_dir: Path | None = None, **overrides: Any) -> LLMConfig:
+    """An :class:`LLMConfig` for a non-local model from run options and scenario overrides."""
+    values: dict[str, Any] = {"model": options.get("llm"), "api_base": options.get("api_base"), **overrides}
+    if run_dir is not None and "cache_path" not in overrides:
+        values["cache_path"] = Path(run_dir) / "llm-cache.sqlite"
+    try:
+        return LLMConfig(**values)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        field = {"model": "--llm", "api_base": "--api-base"}.get(str(err["loc"][0]) if err["loc"] else "", "llm")
+        raise ConfigError(f"invalid value for '{field}': {err['msg']}") from None
+
+
+@asynccontextmanager
+async def open_client(
+    options: Mapping[str, Any], *, run_dir: Path | None = None, **overrides: Any
+) -> AsyncIterator[LLMClient]:
+    """Open the run's client; with no ``llm`` option (or ``llm="local"``) start the embedded
+    local model for the duration and stop it afterwards."""
+    async with AsyncExitStack() as stack:
+        model = options.get("llm") or LOCAL
+        if model == LOCAL:
+            from society.llm import local  # imports nothing heavy until a local run
+
+            server = await stack.enter_async_context(local.LocalModel())
+            extra = {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
+            cfg = server.config(**{**extra, **overrides})
+        else:
+            cfg = config_from_options(options, run_dir=run_dir, **overrides)
+        client = await stack.enter_async_context(LLMClient(cfg))
+        yield client

@@ -1,0 +1,164 @@
+"""Population: mixed rule / learned / LLM cohorts acting in one world, and the lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import jax
+import networkx as nx
+import numpy as np
+import pytest
+from pydantic import BaseModel, Field
+
+from sim_core.scheduler import Scheduler
+from society.cohorts.base import Cohort
+from society.cohorts.learned import LearnedCohort
+from society.cohorts.llm import LLMCohort
+from society.cohorts.rules import RuleCohort
+from society.llm import LLMClient, LLMConfig
+from society.llm.testserver import TestServer
+from society.population import Population
+
+
+class Give(BaseModel):
+    give: int = Field(ge=0, le=1, description="1 to give to your partner, 0 to keep")
+
+
+def llm_reply(body: dict) -> str:
+    """A rule-based 'model': reciprocates what the prompt says the partner did last."""
+    prompt = body["messages"][-1]["content"]
+    return json.dumps({"give": 0 if "partner last gave: 0" in prompt else 1})
+
+
+class Counting:
+    """Counts how often each cohort is asked to act, and for how many agents."""
+
+    def __init__(self, pop: Population):
+        self.calls: dict[str, list[int]] = {c.name: [] for c in pop.cohorts}
+        for c in pop.cohorts:
+            original = c.aact
+
+            async def counted(agents, obs, key, _c=c, _orig=original):
+                self.calls[_c.name].append(len(agents))
+                return await _orig(agents, obs, key)
+
+            c.aact = counted
+
+
+def test_mixed_population_acts_each_cohort_once_per_moment():
+    n_rule, n_learned, n_llm, moments, b, c = 30, 8, 2, 4, 3.0, 1.0
+    n = n_rule + n_learned + n_llm
+
+    async def scenario() -> tuple[Population, Counting, np.ndarray]:
+        async with TestServer(reply=llm_reply, latency=0.05) as srv:
+            cfg = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1", max_retries=0)
+            async with LLMClient(cfg) as client:
+                rules = RuleCohort("rules", np.arange(n_rule), ["tft", "allc", "alld"] * 10)
+                learned = LearnedCohort(
+                    "learned", np.arange(n_rule, n_rule + n_learned), features=["partner_last"], key=1
+                )
+                llm = LLMCohort(
+                    "llm", np.arange(n_rule + n_learned, n), client, schema=Give, fallback=Give(give=0),
+                    template="Round {round}. Your partner last gave: {partner_last}. Do you give?",
+                    personas=["a generous farmer", "a careful trader"],
+                )
+                pop = Population([rules, learned, llm])
+                counting = Counting(pop)
+                sim = Scheduler()
+                last = np.full(n, -1)  # each agent's last action
+                totals = np.zeros(n)
+                rng = np.random.default_rng(0)
+
+                async def moment(t: int):
+                    partner = rng.permutation(n)
+                    obs = {"partner_last": last[partner], "my_last": last, "round": np.full(n, t)}
+                    key = jax.random.fold_in(jax.random.key(0), t)
+                    acts = await pop.act(np.arange(n), obs, key)
+                    gave = np.asarray(acts).round().astype(int)
+                    received = np.zeros(n)
+                    np.add.at(received, partner, gave)
+                    reward = b * received - c * gave
+                    pop.learn(np.arange(n), obs, gave, reward, key)
+                    last[:] = gave
+                    totals[:] += reward
+
+                for t in range(moments):
+                    sim.at(float(t), moment, t)
+                await sim.arun()
+                return pop, counting, totals
+
+    pop, counting, totals = asyncio.run(scenario())
+    # One call per cohort per moment, each for all of its due agents.
+    assert counting.calls == {"rules": [n_rule] * moments, "learned": [n_learned] * moments, "llm": [n_llm] * moments}
+    llm = pop.cohort("llm")
+    assert llm.calls == moments and llm.failures == 0
+    # The LLM agents reciprocate: their memory records choices and rewards.
+    assert all(len(m) == moments for m in llm.memory)
+    assert "received" in llm.memory[0][-1]
+    # ALLD agents (every third rule agent from index 2) never give; ALLC always do.
+    alld = np.arange(2, n_rule, 3)
+    allc = np.arange(1, n_rule, 3)
+    assert totals[alld].mean() > totals[allc].mean()
+    assert np.isfinite(totals).all()
+
+
+def test_act_rejects_dead_agents_and_cohorts_must_be_disjoint():
+    a = RuleCohort("a", [0, 1], "allc")
+    with pytest.raises(ValueError, match="two cohorts"):
+        Population([a, RuleCohort("b", [1, 2], "alld")])
+    with pytest.raises(ValueError, match="unique"):
+        Population([a, RuleCohort("a", [5], "alld")])
+    pop = Population([a], capacity=4)
+    with pytest.raises(ValueError, match="not alive"):
+        asyncio.run(pop.act(np.array([0, 3]), {"partner_last": np.zeros(2)}, jax.random.key(0)))
+
+
+def test_lifecycle_keeps_lineage():
+    rules = RuleCohort("rules", np.arange(6), ["allc", "alld", "tft", "wsls", "allc", "alld"])
+    learned = LearnedCohort("learned", np.arange(6, 10), features=["partner_last"], key=3)
+    pop = Population([rules, learned])
+    key = jax.random.key(0)
+    fitness = np.array([5.0, 1.0, 4.0, 0.0, 3.0, 2.0, 9.0, 8.0, 0.5, 0.2])
+    dead, parents = pop.replace_worst(fitness, 0.3, key=key, time=1.0)
+    # The 3 worst (slots 3, 9, 8) die; the 3 best (6, 7, 0) fork into their slots, best first.
+    assert dead.tolist() == [3, 9, 8] and parents.tolist() == [6, 7, 0]
+    assert pop.cohort_of[[3, 9, 8]].tolist() == [1, 1, 0]  # children join the parent's cohort
+    assert rules.strategy_of(np.array([8])).tolist() == ["allc"]  # inherited from slot 0
+    child, parent = learned.local(np.array([3, 6]))  # a learned child has its parent's policy
+    for leaf in jax.tree_util.tree_leaves(learned.state["params"]):
+        np.testing.assert_array_equal(np.asarray(leaf[child]), np.asarray(leaf[parent]))
+    lin = pop.lineage()
+    assert lin["op"].tolist() == ["fork"] * 3
+    assert lin["parent"].tolist() == [6, 7, 0]  # initial serials equal initial slots
+    assert lin["child"].tolist() == [10, 11, 12] and (lin["generation"] == 1).all()
+    # A second generation: ancestors chain back through the serials.
+    pop.replace_worst(np.where(np.arange(10) == 3, 100.0, -np.arange(10.0)), 0.1, key=key, time=2.0)
+    newest = int(pop.lineage()["child"].iloc[-1])
+    assert pop.ancestors(newest) == [10, 6]
+    g = nx.DiGraph(list(zip(pop.lineage()["parent"], pop.lineage()["child"], strict=True)))
+    assert nx.is_directed_acyclic_graph(g)
+    state = pop.state_dict()
+    assert state["next_serial"] == 14 and len(state["lineage"]["child"]) == 4
+
+
+def test_seed_and_prune_errors():
+    rules = RuleCohort("rules", np.arange(4), "tft")
+    pop = Population([rules], capacity=6)
+    with pytest.raises(ValueError, match="count"):
+        pop.prune(np.zeros(6), 5)
+    with pytest.raises(ValueError, match="free"):
+        pop.fork(np.array([0]), np.array([1]), key=jax.random.key(0))
+    born = pop.seed("rules", np.array([4, 5]), key=jax.random.key(0), time=3.0)
+    assert born.tolist() == [4, 5] and len(pop) == 6
+    assert rules.strategy_of(np.array([4, 5])).tolist() == ["tft", "tft"]  # drawn from the pool
+    lin = pop.lineage()
+    assert lin["op"].tolist() == ["seed", "seed"] and (lin["parent"] == -1).all()
+
+    class Frozen(Cohort):  # a user's cohort without a spawn hook
+        def act(self, agents, obs, key):
+            return np.zeros(len(agents))
+
+    other = Population([Frozen("frozen", [0])], capacity=2)
+    with pytest.raises(TypeError, match="cannot spawn"):
+        other.seed("frozen", np.array([1]), key=jax.random.key(0))
