@@ -50,6 +50,7 @@ class Population:
         self.next_serial = int(alive.sum())
         self.generation = np.zeros(cap, dtype=np.int64)
         self._lineage: list[dict[str, np.ndarray]] = []
+        self._replacements: list[dict[str, np.ndarray]] = []
 
     # -- structure ---------------------------------------------------------------------
     @property
@@ -208,6 +209,70 @@ class Population:
         dead = self.prune(fitness, count)
         self.fork(parents, dead, key=key, mutation=mutation, time=time)
         return dead, parents
+
+    def merge(
+        self, first: np.ndarray, second: np.ndarray, slots: np.ndarray, *, key: jax.Array, time: float = 0.0
+    ) -> np.ndarray:
+        """Children of two parents each, born into the free ``slots`` in the first parent's
+        cohort (which must also hold the second): the cohort's ``merge`` hook combines them
+        (learned: mean of the parameters; rule and LLM cohorts: the first parent's state)."""
+        first = self._check_alive(first, "merge")
+        second = self._check_alive(second, "merge")
+        slots = np.atleast_1d(np.asarray(slots, dtype=np.int64))
+        if not first.size == second.size == slots.size:
+            raise ValueError("merge: first, second and slots must have the same length")
+        if self.alive[slots].any() or np.unique(slots).size != slots.size:
+            raise ValueError("merge: target slots must be distinct and free")
+        which = self.cohort_of[first]
+        if (self.cohort_of[second] != which).any():
+            raise ValueError("merge: both parents must belong to the same cohort")
+        for i, c in enumerate(self.cohorts):
+            m = which == i
+            if m.any():
+                c.merge(first[m], second[m], slots[m], key=jax.random.fold_in(key, i))
+        gen = np.maximum(self.generation[first], self.generation[second]) + 1
+        ps, ss = self.serial[first], self.serial[second]
+        children = self._births(slots, which, gen)
+        self._record(children, ps, ss, slots, gen, "merge", time)
+        return children
+
+    def free_agency(
+        self, fitness: np.ndarray, newcomers: np.ndarray, *, time: float = 0.0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Resolve the probation of ``newcomers`` (agents already placed, e.g. by ``seed`` or
+        ``fork`` into spare slots, who have played at least one evaluation period): each is
+        matched, best newcomer first, with the worst-performing incumbent not on probation.
+        A newcomer that beats its incumbent (strictly higher ``fitness``, typically a
+        cumulative score so that only persistent under-performers lose) replaces it; one
+        that does not is removed. Returns (incumbents replaced, newcomers rejected)."""
+        fitness = np.asarray(fitness, dtype=float)
+        newcomers = self._check_alive(newcomers, "free_agency")
+        incumbents = np.setdiff1d(np.flatnonzero(self.alive), newcomers)
+        order_n = newcomers[np.argsort(-fitness[newcomers], kind="stable")]
+        order_i = incumbents[np.argsort(fitness[incumbents], kind="stable")][: order_n.size]
+        order_n = order_n[: order_i.size]
+        wins = fitness[order_n] > fitness[order_i]
+        replaced, rejected = order_i[wins], np.setdiff1d(newcomers, order_n[wins])
+        self._replacements.append(
+            {"newcomer": self.serial[order_n[wins]], "replaced": self.serial[replaced], "time": np.full(int(wins.sum()), float(time))}
+        )
+        self.remove(np.concatenate([replaced, rejected]))
+        return replaced, rejected
+
+    def replacements(self) -> pd.DataFrame:
+        """Free-agency outcomes: newcomer serial, serial of the incumbent it replaced, time."""
+        if not self._replacements:
+            return pd.DataFrame({"newcomer": [], "replaced": [], "time": []})
+        return pd.DataFrame({k: np.concatenate([r[k] for r in self._replacements]) for k in ("newcomer", "replaced", "time")})
+
+    def parent_map(self) -> dict[int, tuple[int, ...]]:
+        """child serial -> parent serials, e.g. for the artifact store's ``inherited`` policy
+        (artifacts authored under serials, which unlike slots are never reused)."""
+        df = self.lineage()
+        return {
+            int(c): tuple(int(p) for p in (p1, p2) if p >= 0)
+            for c, p1, p2 in zip(df["child"], df["parent"], df["second_parent"], strict=True)
+        }
 
     def lineage(self) -> pd.DataFrame:
         """Every birth: child and parent serials (-1: none), slot, generation, op, time."""

@@ -162,3 +162,33 @@ def test_seed_and_prune_errors():
     other = Population([Frozen("frozen", [0])], capacity=2)
     with pytest.raises(TypeError, match="cannot spawn"):
         other.seed("frozen", np.array([1]), key=jax.random.key(0))
+
+
+def test_merge_and_free_agency():
+    learned = LearnedCohort("learned", np.arange(4), features=["partner_last"], key=5)
+    rules = RuleCohort("rules", np.arange(4, 8), ["allc", "alld", "tft", "wsls"])
+    pop = Population([learned, rules], capacity=12)
+    key = jax.random.key(1)
+    child = pop.merge(np.array([0]), np.array([1]), np.array([8]), key=key, time=1.0)
+    pos = learned.local(np.array([0, 1, 8]))
+    for leaf in jax.tree_util.tree_leaves(learned.state["params"]):
+        leaf = np.asarray(leaf)
+        np.testing.assert_allclose(leaf[pos[2]], (leaf[pos[0]] + leaf[pos[1]]) / 2, rtol=1e-6)
+    pop.merge(np.array([5]), np.array([6]), np.array([9]), key=key)
+    assert rules.strategy_of(np.array([9])).tolist() == ["alld"]  # rules: the first parent's
+    lin = pop.lineage()
+    assert lin["op"].tolist() == ["merge", "merge"] and lin["second_parent"].tolist() == [1, 6]
+    assert pop.parent_map()[int(child[0])] == (0, 1)
+    with pytest.raises(ValueError, match="same cohort"):
+        pop.merge(np.array([0]), np.array([5]), np.array([10]), key=key)
+
+    # Free agency: newcomers 10 and 11 on probation; only one beats its incumbent.
+    pop.seed("rules", np.array([10, 11]), key=key)
+    fitness = np.zeros(12)
+    fitness[:10] = [5, 6, 7, 8, 9, 1.0, 4, 3, 2, 6.5]  # worst incumbents: 5 (1.0), then 8 (2.0)
+    fitness[10], fitness[11] = 1.5, 0.5  # 10 beats slot 5; 11 does not beat slot 8
+    replaced, rejected = pop.free_agency(fitness, np.array([10, 11]), time=4.0)
+    assert replaced.tolist() == [5] and rejected.tolist() == [11]
+    assert not pop.alive[[5, 11]].any() and pop.alive[[8, 10]].all()
+    rep = pop.replacements()
+    assert rep["replaced"].tolist() == [5] and rep["time"].tolist() == [4.0]

@@ -85,6 +85,11 @@ class Cohort:
         """Add fresh ``new_agents`` with newly drawn state."""
         raise TypeError(f"cohort '{self.name}' ({type(self).__name__}) cannot spawn fresh agents")
 
+    def merge(self, first: np.ndarray, second: np.ndarray, new_agents: np.ndarray, key: jax.Array | None = None) -> None:
+        """Add ``new_agents`` combining two parents each; by default they inherit the first
+        parent's state (cohorts with numeric state override this)."""
+        self.clone(first, new_agents, key=key)
+
     def remove(self, agents: np.ndarray) -> None:
         """Drop ``agents`` and their state."""
         raise TypeError(f"cohort '{self.name}' ({type(self).__name__}) cannot remove agents")

@@ -587,6 +587,20 @@ class LearnedCohort(Cohort):
         self.fit = self._zero_fit(n)
 
     # -- lifecycle --------------------------------------------------------------------------
+    def merge(self, first, second, new_agents, key: jax.Array | None = None) -> None:
+        """Add ``new_agents`` whose policy parameters are the mean of two parents' (the rest
+        of the per-agent state comes from the first parent)."""
+        self.clone(first, new_agents, key=key)
+        a, b = self.local(_as_ids(first)), self.local(_as_ids(second))
+        dst = self.local(_as_ids(new_agents))
+
+        def mean(x):
+            x = np.array(x)
+            x[dst] = (x[a] + x[b]) / 2
+            return x
+
+        self.state = {**self.state, "params": jax.tree_util.tree_map(mean, self.state["params"])}
+
     def clone(
         self,
         src_agents: np.ndarray | list[int],
