@@ -94,14 +94,14 @@ class Population:
         for c, mask in parts:
             sub = jax.tree_util.tree_map(lambda x, m=mask: x[m], obs)
             calls.append(c.aact(agents[mask], sub, jax.random.fold_in(key, self.cohorts.index(c))))
-        results = await asyncio.gather(*calls)
-        out = None
+        results = [np.asarray(r) for r in await asyncio.gather(*calls)]
+        if not results:
+            return np.zeros(0)
+        # One dtype for all: integer rule actions next to fractional LLM actions stay exact.
+        out = np.zeros((agents.size,) + results[0].shape[1:], dtype=np.result_type(*results))
         for (_, mask), res in zip(parts, results, strict=True):
-            res = np.asarray(res)
-            if out is None:
-                out = np.zeros((agents.size,) + res.shape[1:], dtype=res.dtype)
             out[mask] = res
-        return out if out is not None else np.zeros(0)
+        return out
 
     def learn(self, agents: np.ndarray, obs: Pytree, actions: Any, rewards: Any, key: jax.Array) -> None:
         """Hand each cohort the outcomes of its agents' last actions."""

@@ -67,6 +67,21 @@ class NetworkGameConfig(BaseModel):
         None, ge=0, description="cooperator_fraction is averaged over generations >= this (default: final value)"
     )
     record_every: int = Field(1, ge=1, description="generations between recorded rows")
+    agent_type: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "rules", description="who decides: rules (the evolutionary game above, or a rule mix with "
+        "'strategies'), learned policies, LLM agents, or a mix given by 'split'; all but plain "
+        "rules give continuous donation levels in [0, 1] and one round per generation"
+    )
+    split: str = Field("rules:8,learned:1,llm:1", description="agent_type=mixed: relative shares of rules, learned, llm")
+    strategies: str | None = Field(
+        None, description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (rule library "
+        "names); rule agents then imitate strategies by the Fermi rule with 'beta'"
+    )
+    learning: Literal["reinforce", "social"] = Field(
+        "reinforce", description="learned agents: policy gradient within a lifetime, or Fermi "
+        "imitation of a neighbour's policy (with 'beta')"
+    )
+    lr: float = Field(0.05, gt=0, description="learned agents: learning rate")
 
     @field_validator("graph")
     @classmethod
@@ -81,6 +96,16 @@ class NetworkGameConfig(BaseModel):
             raise ValueError(f"init_cooperators must lie in [0, 1] or be 'single', got {self.init_cooperators}")
         if self.update in ("best-neighbour", "proportional") and self.synchronous is False:
             raise ValueError(f"update={self.update} is synchronous by definition; drop synchronous=false")
+        for name, spec, allowed in (("split", self.split, ("rules", "learned", "llm")), ("strategies", self.strategies, None)):
+            if spec is None:
+                continue
+            for part in spec.split(","):
+                key, _, w = part.strip().partition(":")
+                if not key or (allowed and key not in allowed) or (w and not w.replace(".", "", 1).isdigit()):
+                    accepted = f"entries among {', '.join(allowed)}" if allowed else "rule-library names"
+                    raise ValueError(f"{name} must be 'name:weight,...' with {accepted}, got {spec!r}")
+        if self.cohort_path() and self.until == "fixation":
+            raise ValueError("until=fixation needs the plain evolutionary game (agent_type=rules, no strategies)")
         if self.average_from is not None and self.average_from > self.steps:
             raise ValueError(f"average_from ({self.average_from}) must be <= steps ({self.steps})")
         R, S, T, P = self.matrix()
@@ -105,6 +130,10 @@ class NetworkGameConfig(BaseModel):
         preset = PRESETS.get(self.game, (0.0, 0.0, 0.0, 0.0))
         given = (self.R, self.S, self.T, self.P)
         return tuple(float(g) if g is not None else p for g, p in zip(given, preset, strict=True))
+
+    def cohort_path(self) -> bool:
+        """True when agents are cohorts acting every round (rule mixes, learned, LLM)."""
+        return self.agent_type != "rules" or self.strategies is not None
 
     def is_synchronous(self) -> bool:
         if self.update in ("best-neighbour", "proportional"):

@@ -80,6 +80,7 @@ class NetworkGame(Scenario):
     name = "network-game"
     Config = NetworkGameConfig
     headline = ("cooperator_fraction",)
+    labels = {"cohort": str}
 
     def run(self, cfg: NetworkGameConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         graph_seed = int(ctx.rng.numpy("graph").integers(2**31))
@@ -87,9 +88,13 @@ class NetworkGame(Scenario):
             topo = build_topology(cfg, graph_seed)
             if topo.n != cfg.agents:
                 raise ValueError(f"graph '{cfg.graph}' has {topo.n} nodes but agents={cfg.agents}")
-            nb = compile_neighbours(topo, cfg.is_synchronous())
+            nb = compile_neighbours(topo, cfg.is_synchronous() or cfg.cohort_path())
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if cfg.cohort_path():
+            from scenarios.network_game.cohorts import run_cohort_game  # imports the cohorts
+
+            return {"cooperator_fraction": run_cohort_game(cfg, ctx, rules_of(cfg), nb)}
         rules = rules_of(cfg)
         n = cfg.agents
         n_coop = 1 if cfg.init_cooperators == "single" else int(round(cfg.init_cooperators * n))
