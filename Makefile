@@ -9,12 +9,14 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,bench]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,bench,local-llm]"
 	touch $(STAMP)
 
-# The main job: today the network game (the flagship scenario replaces it when it lands).
+# The main job: today the network game with a mixed society (rule, learned and a few LLM
+# agents on the embedded local model); the flagship scenario replaces it when it lands.
 demo: $(STAMP)
-	$(BIN)/society run network-game --replicates 4 --seed 1
+	$(BIN)/society run network-game --seed 1 --set agents=200 --set agent_type=mixed \
+		--set split=rules:90,learned:8,llm:2 --set strategies=allc:1,alld:1,tft:1 --set steps=8
 
 test: $(STAMP)
 	$(BIN)/ruff check .

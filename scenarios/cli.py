@@ -79,7 +79,7 @@ def run_cmd(
     seed: Annotated[int, typer.Option(help="root random seed")] = 0,
     replicates: Annotated[int, typer.Option(help="independent replicates")] = 1,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/<scenario>-<time>)")] = None,
-    llm: Annotated[str | None, typer.Option(help="litellm model string for LLM agents")] = None,
+    llm: Annotated[str | None, typer.Option(help="litellm model string for LLM agents (default: 'local', the embedded model)")] = None,
     api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")] = None,
 ) -> None:
     """Run a scenario and write its run directory."""
@@ -94,6 +94,22 @@ def run_cmd(
         scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base
     )
     _print_summary(scenario, result)
+
+
+llm_app = typer.Typer(help="The embedded local model.", no_args_is_help=True)
+app.add_typer(llm_app, name="llm")
+
+
+@llm_app.command("serve")
+def llm_serve(port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None) -> None:
+    """Serve the embedded local model (OpenAI-compatible) until Ctrl-C."""
+    from society.llm import local
+
+    try:
+        local.require_available()
+    except local.LocalModelUnavailable as exc:
+        raise ConfigError(str(exc)) from None
+    local.serve(port=port)
 
 
 def _print_summary(scenario: str, result: Any) -> None:

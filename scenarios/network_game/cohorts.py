@@ -87,8 +87,9 @@ def build_population(cfg: NetworkGameConfig, ctx: RunContext, nb: Neighbours, re
     return Population(cohorts, capacity=n)
 
 
-async def run_cohorts(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> np.ndarray:
-    """All replicates (one after another: LLM calls dominate); returns cooperator_fraction."""
+async def run_cohorts(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> dict[str, np.ndarray]:
+    """All replicates (one after another: LLM calls dominate). Headline: cooperator_fraction,
+    and the final cooperation level of each cohort (``cooperation.<cohort>``)."""
     needs_llm = cfg.agent_type == "llm" or (cfg.agent_type == "mixed" and "llm" in cfg.split)
     if needs_llm:
         async with open_client(ctx.options, run_dir=ctx.run_dir, max_tokens=32) as client:
@@ -98,11 +99,14 @@ async def run_cohorts(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb:
                     ctx.recorder.record(float(cfg.steps), row["metric"], row["value"], cohort=row.get("cohort") or "")
             if client.budget_exhausted:
                 ctx.stop_reason = client.budget_message or "LLM budget reached"
-            return np.asarray(out)
-    return np.asarray([await _replicate(cfg, ctx, rules, nb, r, None) for r in range(ctx.replicates)])
+    else:
+        out = [await _replicate(cfg, ctx, rules, nb, r, None) for r in range(ctx.replicates)]
+    # A cohort absent from a replicate (a mixed split at small N) counts as NaN there.
+    names = sorted({k for o in out for k in o})
+    return {k: np.asarray([o.get(k, np.nan) for o in out], dtype=float) for k in names}
 
 
-async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replicate: int, client) -> float:
+async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replicate: int, client) -> dict[str, float]:
     try:
         pop = build_population(cfg, ctx, nb, replicate, client)
     except ValueError as exc:  # a bad strategy name or mix is user input
@@ -147,9 +151,11 @@ async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replica
     for g in range(1, cfg.steps + 1):
         sim.at(float(g), round_, g)
     await sim.arun()
-    if cfg.average_from is not None and state["count"]:
-        return state["total"] / state["count"]
-    return float(state["x"].mean())
+    x = state["x"]
+    out = {f"cooperation.{c.name}": float(x[pop.cohort_of == i].mean()) for i, c in enumerate(pop.cohorts)}
+    averaged = cfg.average_from is not None and state["count"]
+    out["cooperator_fraction"] = state["total"] / state["count"] if averaged else float(x.mean())
+    return out
 
 
 def _imitate_strategies(rules: RuleCohort, nb: Neighbours, pay: np.ndarray, beta: float, key: jax.Array) -> None:
@@ -165,5 +171,5 @@ def _imitate_strategies(rules: RuleCohort, nb: Neighbours, pay: np.ndarray, beta
         rules.set_strategy(me[copy], rules.strategy_of(j[copy]))
 
 
-def run_cohort_game(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> np.ndarray:
+def run_cohort_game(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> dict[str, np.ndarray]:
     return asyncio.run(run_cohorts(cfg, ctx, rules, nb))

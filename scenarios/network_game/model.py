@@ -94,7 +94,7 @@ class NetworkGame(Scenario):
         if cfg.cohort_path():
             from scenarios.network_game.cohorts import run_cohort_game  # imports the cohorts
 
-            return {"cooperator_fraction": run_cohort_game(cfg, ctx, rules_of(cfg), nb)}
+            return run_cohort_game(cfg, ctx, rules_of(cfg), nb)
         rules = rules_of(cfg)
         n = cfg.agents
         n_coop = 1 if cfg.init_cooperators == "single" else int(round(cfg.init_cooperators * n))

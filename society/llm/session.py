@@ -16,11 +16,9 @@ from typing import Any
 import pydantic
 
 from sim_core.errors import ConfigError
+from society.llm import local
 from society.llm.client import LLMClient
 from society.llm.config import LLMConfig
-
-# The model string that selects the embedded local model (started and stopped by the run).
-LOCAL = "local"
 
 
 def config_from_options(options: Mapping[str, Any], *, run_dir: Path | None = None, **overrides: Any) -> LLMConfig:
@@ -43,10 +41,12 @@ async def open_client(
     """Open the run's client; with no ``llm`` option (or ``llm="local"``) start the embedded
     local model for the duration and stop it afterwards."""
     async with AsyncExitStack() as stack:
-        model = options.get("llm") or LOCAL
-        if model == LOCAL:
-            from society.llm import local  # imports nothing heavy until a local run
-
+        model = options.get("llm") or local.LOCAL_MODEL
+        if local.is_local_model(model):
+            try:
+                local.require_available()
+            except local.LocalModelUnavailable as exc:
+                raise ConfigError(f"--llm {model}: {exc}") from None
             server = await stack.enter_async_context(local.LocalModel())
             extra = {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
             cfg = server.config(**{**extra, **overrides})
