@@ -46,49 +46,50 @@ class Counting:
             c.aact = counted
 
 
-def test_mixed_population_acts_each_cohort_once_per_moment():
-    n_rule, n_learned, n_llm, moments, b, c = 30, 8, 2, 4, 3.0, 1.0
+async def mixed_world(n_rule=30, n_learned=8, n_llm=2, moments=4, concurrency=256, b=3.0, c=1.0):
+    """Rule, learned and LLM cohorts play a giving game for a few moments."""
     n = n_rule + n_learned + n_llm
+    async with TestServer(reply=llm_reply, latency=0.05) as srv:
+        cfg = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1", max_retries=0, concurrency=concurrency)
+        async with LLMClient(cfg) as client:
+            rules = RuleCohort("rules", np.arange(n_rule), ["tft", "allc", "alld"] * (n_rule // 3))
+            learned = LearnedCohort(
+                "learned", np.arange(n_rule, n_rule + n_learned), features=["partner_last"], key=1
+            )
+            llm = LLMCohort(
+                "llm", np.arange(n_rule + n_learned, n), client, schema=Give, fallback=Give(give=0),
+                template="Round {round}. Your partner last gave: {partner_last}. Do you give?",
+                personas=[f"agent number {i}" for i in range(n_llm)],
+            )
+            pop = Population([rules, learned, llm])
+            counting = Counting(pop)
+            sim = Scheduler()
+            last = np.full(n, -1)  # each agent's last action
+            totals = np.zeros(n)
+            rng = np.random.default_rng(0)
 
-    async def scenario() -> tuple[Population, Counting, np.ndarray]:
-        async with TestServer(reply=llm_reply, latency=0.05) as srv:
-            cfg = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1", max_retries=0)
-            async with LLMClient(cfg) as client:
-                rules = RuleCohort("rules", np.arange(n_rule), ["tft", "allc", "alld"] * 10)
-                learned = LearnedCohort(
-                    "learned", np.arange(n_rule, n_rule + n_learned), features=["partner_last"], key=1
-                )
-                llm = LLMCohort(
-                    "llm", np.arange(n_rule + n_learned, n), client, schema=Give, fallback=Give(give=0),
-                    template="Round {round}. Your partner last gave: {partner_last}. Do you give?",
-                    personas=["a generous farmer", "a careful trader"],
-                )
-                pop = Population([rules, learned, llm])
-                counting = Counting(pop)
-                sim = Scheduler()
-                last = np.full(n, -1)  # each agent's last action
-                totals = np.zeros(n)
-                rng = np.random.default_rng(0)
+            async def moment(t: int):
+                partner = rng.permutation(n)
+                obs = {"partner_last": last[partner], "my_last": last, "round": np.full(n, t)}
+                key = jax.random.fold_in(jax.random.key(0), t)
+                acts = await pop.act(np.arange(n), obs, key)
+                gave = np.asarray(acts).round().astype(int)
+                received = np.zeros(n)
+                np.add.at(received, partner, gave)
+                reward = b * received - c * gave
+                pop.learn(np.arange(n), obs, gave, reward, key)
+                last[:] = gave
+                totals[:] += reward
 
-                async def moment(t: int):
-                    partner = rng.permutation(n)
-                    obs = {"partner_last": last[partner], "my_last": last, "round": np.full(n, t)}
-                    key = jax.random.fold_in(jax.random.key(0), t)
-                    acts = await pop.act(np.arange(n), obs, key)
-                    gave = np.asarray(acts).round().astype(int)
-                    received = np.zeros(n)
-                    np.add.at(received, partner, gave)
-                    reward = b * received - c * gave
-                    pop.learn(np.arange(n), obs, gave, reward, key)
-                    last[:] = gave
-                    totals[:] += reward
+            for t in range(moments):
+                sim.at(float(t), moment, t)
+            await sim.arun()
+            return pop, counting, totals
 
-                for t in range(moments):
-                    sim.at(float(t), moment, t)
-                await sim.arun()
-                return pop, counting, totals
 
-    pop, counting, totals = asyncio.run(scenario())
+def test_mixed_population_acts_each_cohort_once_per_moment():
+    n_rule, n_learned, n_llm, moments = 30, 8, 2, 4
+    pop, counting, totals = asyncio.run(mixed_world(n_rule, n_learned, n_llm, moments))
     # One call per cohort per moment, each for all of its due agents.
     assert counting.calls == {"rules": [n_rule] * moments, "learned": [n_learned] * moments, "llm": [n_llm] * moments}
     llm = pop.cohort("llm")
@@ -101,6 +102,13 @@ def test_mixed_population_acts_each_cohort_once_per_moment():
     allc = np.arange(1, n_rule, 3)
     assert totals[alld].mean() > totals[allc].mean()
     assert np.isfinite(totals).all()
+
+
+def test_same_results_whatever_the_llm_concurrency_limit():
+    """Calls finish in a different order with 1 or 12 in flight; the outcome must not change."""
+    _, _, serial = asyncio.run(mixed_world(n_llm=12, moments=3, concurrency=1))
+    _, _, parallel = asyncio.run(mixed_world(n_llm=12, moments=3, concurrency=12))
+    np.testing.assert_array_equal(serial, parallel)
 
 
 def test_act_rejects_dead_agents_and_cohorts_must_be_disjoint():
