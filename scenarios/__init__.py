@@ -26,6 +26,14 @@ if typing.TYPE_CHECKING:
 
 # name -> (config class, scenario class), as "module:attribute".
 REGISTRY: dict[str, tuple[str, str]] = {
+    "indirect-reciprocity": (
+        "scenarios.indirect_reciprocity.config:IndirectReciprocityConfig",
+        "scenarios.indirect_reciprocity.model:IndirectReciprocity",
+    ),
+    "division-of-labour": (
+        "scenarios.division_of_labour.config:DivisionOfLabourConfig",
+        "scenarios.division_of_labour.model:DivisionOfLabour",
+    ),
     "network-game": (
         "scenarios.network_game.config:NetworkGameConfig",
         "scenarios.network_game.model:NetworkGame",

@@ -1,0 +1,1 @@
+"""division-of-labour: response thresholds with reinforcement (see model.py and dynamics.py)."""

@@ -1,0 +1,131 @@
+"""Parameters of the division-of-labour scenario (pydantic only, so `society describe` is fast)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+AGENT_KINDS = ("rules", "learned", "llm")
+_SPLIT_ENTRY = re.compile(r"^\s*([a-z]+)\s*:\s*([^,]+?)\s*$")
+
+
+def parse_split(split: str) -> dict[str, float]:
+    """``"rules:8,learned:1,llm:1"`` -> ``{"rules": 8.0, "learned": 1.0, "llm": 1.0}``."""
+    out: dict[str, float] = {}
+    for part in split.split(","):
+        m = _SPLIT_ENTRY.match(part)
+        if not m or m.group(1) not in AGENT_KINDS:
+            raise ValueError(
+                f"bad entry {part.strip()!r}; accepted: 'kind:weight' entries separated by commas, "
+                f"kind one of {', '.join(AGENT_KINDS)}, e.g. 'rules:8,learned:1,llm:1'"
+            )
+        kind, raw = m.groups()
+        try:
+            weight = float(raw)
+        except ValueError:
+            raise ValueError(f"weight of '{kind}' must be a number, got {raw!r}") from None
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"weight of '{kind}' must be a finite number >= 0, got {raw!r}")
+        if kind in out:
+            raise ValueError(f"'{kind}' appears twice")
+        out[kind] = weight
+    if sum(out.values()) <= 0:
+        raise ValueError("weights must not all be 0")
+    return out
+
+
+class DivisionOfLabourConfig(BaseModel):
+    """Division of labour from response thresholds with reinforcement (Theraulaz et al. 1998)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: int = Field(100, ge=2, description="number of agents N in the colony")
+    tasks: int = Field(2, ge=2, description="number of tasks m")
+    steps: int = Field(2000, ge=1, description="time steps to simulate")
+    record_from: int = Field(
+        1000, ge=0, description="first step whose acts count towards dol_index and task_entropy"
+    )
+    delta: float = Field(
+        1.0, ge=0.0, description="stimulus growth: every task's stimulus rises by delta per step"
+    )
+    alpha: float = Field(
+        3.0,
+        ge=0.0,
+        description="efficiency of work: a task's stimulus falls by alpha times the share of "
+        "agents doing it (then is clipped at 0)",
+    )
+    quit_prob: float = Field(
+        0.2, ge=0.0, le=1.0, description="probability that an active agent stops its task each step"
+    )
+    learning: bool = Field(
+        True,
+        description="threshold reinforcement: doing task j lowers the agent's threshold for j by "
+        "xi, every step not doing j raises it by phi",
+    )
+    xi: float = Field(
+        10.0, ge=0.0, description="learning: threshold decrease per step doing the task"
+    )
+    phi: float = Field(
+        1.0, ge=0.0, description="forgetting: threshold increase per step not doing it"
+    )
+    theta_min: float = Field(1.0, ge=0.0, description="lower bound of thresholds")
+    theta_max: float = Field(1000.0, gt=0.0, description="upper bound of thresholds")
+    theta_init: float = Field(
+        500.0, ge=0.0, description="every agent's initial threshold for every task"
+    )
+    agent_type: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "rules",
+        description="who decides whether an idle agent takes the task it meets: rules (the "
+        "threshold rule s^2 / (s^2 + theta^2)), learned (REINFORCE policies), llm, or mixed "
+        "(see split)",
+    )
+    split: str | None = Field(
+        None,
+        description="agent_type=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1'",
+    )
+    learned_lr: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
+    llm_budget_tokens: int | None = Field(
+        None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
+    )
+    record_every: int = Field(10, ge=1, description="steps between recorded time-series rows")
+    trace_agents: int = Field(
+        20, ge=0, description="agents (the first ids) whose thresholds are recorded over time"
+    )
+
+    @field_validator("split")
+    @classmethod
+    def _split(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_split(v)
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> DivisionOfLabourConfig:
+        if self.record_from >= self.steps:
+            raise ValueError(
+                f"record_from ({self.record_from}) must be < steps ({self.steps}) so that some "
+                "acts are counted"
+            )
+        if self.theta_min > self.theta_max:
+            raise ValueError(
+                f"theta_min ({self.theta_min}) must be <= theta_max ({self.theta_max})"
+            )
+        if not self.theta_min <= self.theta_init <= self.theta_max:
+            raise ValueError(
+                f"theta_init ({self.theta_init}) must lie in [theta_min, theta_max] = "
+                f"[{self.theta_min}, {self.theta_max}]"
+            )
+        if self.agent_type == "mixed" and self.split is None:
+            raise ValueError("agent_type=mixed needs split, e.g. 'rules:8,learned:1,llm:1'")
+        if self.agent_type != "mixed" and self.split is not None:
+            raise ValueError(
+                f"split is only used with agent_type=mixed (agent_type is {self.agent_type})"
+            )
+        return self
+
+    def kinds(self) -> dict[str, float]:
+        """Weights of each kind of agent present (one kind unless mixed)."""
+        return parse_split(self.split) if self.split else {self.agent_type: 1.0}

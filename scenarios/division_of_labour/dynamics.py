@@ -1,0 +1,182 @@
+"""Pure JAX kernels of the response-threshold model (no Python loop over agents).
+
+One step, for every agent at once, from the state at the start of the step:
+
+1. each idle agent meets one task ``j`` drawn uniformly and takes it with probability
+   ``s_j^2 / (s_j^2 + theta_ij^2)`` (Bonabeau, Theraulaz & Deneubourg 1996); with rule agents
+   this is the ``threshold`` strategy of :mod:`society.cohorts.rules` (steepness 2), learned
+   or LLM agents decide instead;
+2. each active agent stops with probability ``quit_prob``;
+3. stimuli move: ``s_j <- max(s_j + delta - alpha * n_j / N, 0)`` with ``n_j`` the agents on
+   task ``j`` after the decisions;
+4. with learning (Theraulaz, Bonabeau & Deneubourg 1998), every agent's threshold for the
+   task it does falls by ``xi`` and its threshold for every task it does not do rises by
+   ``phi``, clipped to ``[theta_min, theta_max]``;
+5. from step ``record_from`` on, every agent doing task ``j`` adds one act to ``counts[i, j]``.
+
+Meeting one random task per step is the usual multi-task form of the model: an agent reacts
+to the stimulus it encounters. The world's own draws (task met, quitting) come from a
+per-replicate key folded with the step, the decisions from per-agent keys, so the vectorised
+rule engine and the population engine of ``model.py`` draw the same numbers.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sim_core.state import pytree_dataclass, static_field
+from society.cohorts.rules import BUILTINS, agent_keys
+
+STEEPNESS = 2.0  # the exponent of the response function in Bonabeau et al. (1996)
+
+
+@pytree_dataclass
+class Params:
+    """The colony's constants. Sizes are static; the rates are traced, so runs that differ
+    only in them share compilations (build with :func:`make_params`)."""
+
+    agents: int = static_field()
+    tasks: int = static_field()
+    delta: jax.Array
+    alpha: jax.Array
+    quit_prob: jax.Array
+    learning: jax.Array  # bool
+    xi: jax.Array
+    phi: jax.Array
+    theta_min: jax.Array
+    theta_max: jax.Array
+    record_from: jax.Array  # int
+
+
+def make_params(
+    agents: int, tasks: int, *, learning: bool, record_from: int, **rates: float
+) -> Params:
+    """Params with float32 rates (``delta``, ``alpha``, ``quit_prob``, ``xi``, ``phi``,
+    ``theta_min``, ``theta_max``)."""
+    return Params(
+        agents=int(agents),
+        tasks=int(tasks),
+        learning=jnp.asarray(bool(learning)),
+        record_from=jnp.asarray(int(record_from), jnp.int32),
+        **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()},
+    )
+
+
+@pytree_dataclass
+class World:
+    """One replicate: ``task`` (N,) int32 (-1 idle), ``theta`` (N, m), ``s`` (m,), ``counts``
+    (N, m) acts counted from ``record_from``."""
+
+    task: jax.Array
+    theta: jax.Array
+    s: jax.Array
+    counts: jax.Array
+
+
+def initial_world(p: Params, theta_init: float) -> World:
+    n, m = p.agents, p.tasks
+    return World(
+        task=jnp.full((n,), -1, jnp.int32),
+        theta=jnp.full((n, m), theta_init, jnp.float32),
+        s=jnp.zeros((m,), jnp.float32),
+        counts=jnp.zeros((n, m), jnp.float32),
+    )
+
+
+def response_probability(s: jax.Array, theta: jax.Array) -> jax.Array:
+    """``s^2 / (s^2 + theta^2)`` (1 when both are 0), as the rule cohort computes it."""
+    s = jnp.maximum(s, 0.0)
+    theta = jnp.maximum(theta, 0.0)
+    p = jax.nn.sigmoid(STEEPNESS * (jnp.log(s) - jnp.log(theta)))
+    return jnp.where((s == 0) & (theta == 0), 1.0, p)
+
+
+def offer(p: Params, world: World, key: jax.Array, t: jax.Array):
+    """The world's draws of step ``t``: the task each agent meets, who quits, and what an
+    idle agent sees (the stimulus of its task and its own threshold for it)."""
+    u = jax.random.uniform(jax.random.fold_in(key, t), (p.agents, 2))
+    met = jnp.minimum((u[:, 0] * p.tasks).astype(jnp.int32), p.tasks - 1)
+    quit = (world.task >= 0) & (u[:, 1] < p.quit_prob)
+    stim = world.s[met]
+    theta = jnp.take_along_axis(world.theta, met[:, None], axis=1)[:, 0]
+    return met, quit, stim, theta
+
+
+def transition(p: Params, world: World, engage: jax.Array, met: jax.Array, quit: jax.Array, t):
+    """Apply every decision of step ``t`` at once. ``engage`` counts for idle agents only."""
+    idle = world.task < 0
+    task = jnp.where(idle & (engage > 0), met, jnp.where(quit, -1, world.task))
+    doing = (task[:, None] == jnp.arange(p.tasks)[None, :]).astype(jnp.float32)
+    n_on = doing.sum(axis=0)
+    s = jnp.maximum(world.s + p.delta - p.alpha * n_on / p.agents, 0.0)
+    learnt = jnp.clip(world.theta - p.xi * doing + p.phi * (1.0 - doing), p.theta_min, p.theta_max)
+    theta = jnp.where(p.learning, learnt, world.theta)
+    counts = world.counts + doing * (t >= p.record_from)
+    return World(task=task, theta=theta, s=s, counts=counts)
+
+
+def observe(world: World) -> tuple[jax.Array, jax.Array]:
+    """Per-step outputs: stimuli (m,) and the share of agents on each task (m,)."""
+    m = world.s.shape[0]
+    share = (world.task[:, None] == jnp.arange(m)[None, :]).mean(axis=0, dtype=jnp.float32)
+    return world.s, share
+
+
+def rule_decisions(stim: jax.Array, theta: jax.Array, key: jax.Array, ids: jax.Array) -> jax.Array:
+    """The rule cohort's ``threshold`` strategy over all agents, with the per-agent keys the
+    population engine gives cohort 0 (``fold_in(key, 0)``, then one key per agent id)."""
+    keys = agent_keys(jax.random.fold_in(key, 0), ids)
+    obs = {"stimulus": stim, "threshold": theta}
+    return BUILTINS["threshold"](obs, keys, {"steepness": jnp.float32(STEEPNESS)})
+
+
+@partial(jax.jit, static_argnames=("length", "trace"))
+def advance(
+    p: Params,
+    worlds: World,
+    world_keys: jax.Array,
+    agent_key: jax.Array,
+    ids: jax.Array,
+    start: jax.Array,
+    stop: jax.Array,
+    length: int,
+    trace: int,
+):
+    """Steps ``start .. start+length-1`` (those < ``stop``) of rule agents, for a batch of
+    replicates (leading axis of ``worlds``, ``world_keys`` and ``ids``). Returns the worlds and
+    per-step stimuli, task shares (R, length, m) and traced thresholds (R, length, trace, m)."""
+
+    def one(world, wkey, rid):
+        def step(w, t):
+            met, quit, stim, theta = offer(p, w, wkey, t)
+            engage = rule_decisions(stim, theta, jax.random.fold_in(agent_key, t), rid)
+            nxt = transition(p, w, engage, met, quit, t)
+            nxt = jax.tree_util.tree_map(lambda a, b: jnp.where(t < stop, a, b), nxt, w)
+            s, share = observe(nxt)
+            return nxt, (s, share, nxt.theta[:trace])
+
+        return jax.lax.scan(step, world, start + jnp.arange(length))
+
+    return jax.vmap(one)(worlds, world_keys, ids)
+
+
+# The population engine: the same step split around the agents' decisions, vmapped over
+# replicates (one compiled call each side of the cohorts' act).
+offer_batch = jax.jit(jax.vmap(offer, in_axes=(None, 0, 0, None)))
+transition_batch = jax.jit(jax.vmap(transition, in_axes=(None, 0, 0, 0, 0, None)))
+observe_batch = jax.jit(jax.vmap(observe))
+
+
+def reward(
+    stim: np.ndarray, theta: np.ndarray, engaged: np.ndarray, theta_max: float
+) -> np.ndarray:
+    """What an idle agent's decision earns (learned and LLM agents are told): taking the task
+    is worth the demand it relieves minus the agent's cost of doing it, which its threshold
+    measures, ``(s_j - theta_ij) / theta_max``; staying idle earns 0. The threshold rule is the
+    smooth version of 'take it when s_j > theta_ij', the policy that maximises this (host
+    numpy: the number of deciding agents varies, and jnp would compile once per size)."""
+    return np.where(np.asarray(engaged) > 0, (stim - theta) / theta_max, 0.0).astype(np.float32)

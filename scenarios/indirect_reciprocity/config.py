@@ -1,0 +1,158 @@
+"""Parameters of the indirect-reciprocity scenario (pydantic only: `society describe` starts fast)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+NORMS = ("image-scoring", "standing", "stern-judging")
+# Rule strategies: allc/alld always give/refuse; disc gives iff it sees the recipient as good;
+# pdisc (paradoxical discriminator) gives iff it sees the recipient as bad; random gives with
+# probability 1/2.
+STRATEGIES = ("allc", "alld", "disc", "pdisc", "random")
+KINDS = ("rules", "learned", "llm")
+# Private assessment keeps a population x population matrix of views per replicate.
+MAX_PRIVATE_POPULATION = 8192
+
+
+def parse_weights(spec: str, accepted: tuple[str, ...], param: str) -> dict[str, float]:
+    """``"disc:49,alld:1"`` -> ``{"disc": 49.0, "alld": 1.0}``, with one-line errors naming
+    ``param``. Same format as :func:`society.cohorts.rules.parse_mix` (a name alone weighs 1)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"{param} must be a string like 'name:weight,...', got {spec!r}")
+    out: dict[str, float] = {}
+    for part in spec.split(","):
+        name, _, w = part.strip().partition(":")
+        name = name.strip()
+        if name not in accepted:
+            raise ValueError(
+                f"{param}: unknown entry {name!r} in {spec!r}; accepted: {', '.join(accepted)}"
+            )
+        if name in out:
+            raise ValueError(f"{param}: {name!r} appears twice in {spec!r}")
+        try:
+            weight = float(w) if w.strip() else 1.0
+        except ValueError:
+            raise ValueError(f"{param}: weight of {name!r} must be a number, got {w!r}") from None
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"{param}: weight of {name!r} must be >= 0, got {w!r}")
+        out[name] = weight
+    if sum(out.values()) <= 0:
+        raise ValueError(f"{param}: weights must not all be 0, got {spec!r}")
+    return out
+
+
+class IndirectReciprocityConfig(BaseModel):
+    """Indirect reciprocity: donors help by reputation under image scoring, standing or stern judging."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "rules", description="who decides: rule strategies, learned policies, LLM agents, or a mix"
+    )
+    split: str | None = Field(
+        None,
+        description="agents=mixed only: proportions of kinds, e.g. 'rules:8,learned:1,llm:1'",
+    )
+    population: int = Field(100, ge=2, description="number of agents N (well mixed)")
+    strategies: str = Field(
+        "disc:49,alld:1",
+        description="mix of rule strategies (relative weights): allc, alld, disc (gives iff it "
+        "sees the recipient as good), pdisc (iff bad), random (gives with probability 1/2)",
+    )
+    norm: Literal["image-scoring", "standing", "stern-judging"] = Field(
+        "standing",
+        description="how an observer judges a donor: image-scoring (giving is good, refusing "
+        "bad); standing (also refusing a bad recipient is good); stern-judging (good iff the "
+        "donor gives to good and refuses bad recipients)",
+    )
+    assessment: Literal["public", "private"] = Field(
+        "public",
+        description="public: one shared reputation per agent; private: every agent keeps its "
+        "own view of every other agent (an N x N matrix, N <= 8192)",
+    )
+    q: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="observation probability: public, the chance an act updates the donor's "
+        "reputation; private, the chance each agent observes an act",
+    )
+    b: float = Field(1.0, gt=0.0, description="benefit to the recipient of a gift")
+    c: float = Field(0.1, ge=0.0, description="cost to the donor of a gift")
+    execution_error: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="probability that an intended gift fails (becomes a refusal)",
+    )
+    assessment_error: float = Field(
+        0.0, ge=0.0, le=1.0, description="probability that an observer records the wrong reputation"
+    )
+    encounters: int = Field(
+        200,
+        ge=1,
+        description="rounds of encounters: in each, every agent is donor once to a uniformly "
+        "random other agent (so receives once on average)",
+    )
+    average_from: int = Field(
+        0,
+        ge=0,
+        description="headline averages use rounds >= this (rounds are 0 .. encounters-1); "
+        "earlier rounds are a transient",
+    )
+    record_every: int = Field(1, ge=1, description="rounds between recorded time-series rows")
+    learning: Literal["ga", "es", "reinforce"] = Field(
+        "ga",
+        description="learned agents: ga/es select policies on payoff every `generation` "
+        "rounds; reinforce takes a policy-gradient step on each round's payoff",
+    )
+    generation: int = Field(
+        10, ge=1, description="learned agents (ga, es): rounds between selection steps"
+    )
+    mutation: float = Field(
+        0.05, ge=0.0, description="learned agents (ga): std of the noise added to copied policies"
+    )
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature")
+    memory: int = Field(
+        5, ge=0, description="LLM agents: how many of their own past moves they are shown"
+    )
+    budget_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="LLM agents: stop the run at the end of the round in which this many "
+        "tokens have been used (None: no limit)",
+    )
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v: str) -> str:
+        parse_weights(v, STRATEGIES, "strategies")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> IndirectReciprocityConfig:
+        if self.agents == "mixed":
+            if self.split is None:
+                raise ValueError("agents=mixed needs split, e.g. 'rules:8,learned:1,llm:1'")
+            parse_weights(self.split, KINDS, "split")
+        elif self.split is not None:
+            raise ValueError(f"split applies only to agents=mixed (agents is {self.agents!r})")
+        if self.average_from >= self.encounters:
+            raise ValueError(
+                f"average_from ({self.average_from}) must be < encounters ({self.encounters})"
+            )
+        if self.assessment == "private" and self.population > MAX_PRIVATE_POPULATION:
+            raise ValueError(
+                f"assessment=private keeps a population x population matrix of views; "
+                f"population must be <= {MAX_PRIVATE_POPULATION}, got {self.population}"
+            )
+        return self
+
+    def kinds(self) -> dict[str, float]:
+        """Proportions of agent kinds (one kind unless agents=mixed)."""
+        if self.agents == "mixed":
+            return parse_weights(self.split or "", KINDS, "split")
+        return {self.agents: 1.0}
