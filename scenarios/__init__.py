@@ -26,6 +26,7 @@ if typing.TYPE_CHECKING:
 
 # name -> (config class, scenario class), as "module:attribute".
 REGISTRY: dict[str, tuple[str, str]] = {
+    "donor-game": ("scenarios.donor_game.config:DonorGameConfig", "scenarios.donor_game.model:DonorGame"),
     "indirect-reciprocity": (
         "scenarios.indirect_reciprocity.config:IndirectReciprocityConfig",
         "scenarios.indirect_reciprocity.model:IndirectReciprocity",

@@ -265,7 +265,7 @@ def test_mixed_population_with_llm_agents_against_the_test_server():
 @pytest.mark.parametrize(
     "params,needle",
     [
-        ({"agent_type": "mixed", "split": "rules:1,robots:1"}, "split must be"),
+        ({"agent_type": "mixed", "split": "rules:1,robots:1"}, "invalid value for 'split'.*accepted: rules, learned, llm"),
         ({"strategies": "allc:1,nosuch:1"}, "nosuch"),
         ({"agent_type": "learned", "until": "fixation"}, "until=fixation"),
     ],

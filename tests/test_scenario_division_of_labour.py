@@ -292,7 +292,7 @@ def test_parameters_of_the_issue_are_described():
         ({"theta_init": 2000.0}, "theta_init"),
         ({"theta_min": 5.0, "theta_max": 2.0, "theta_init": 3.0}, "theta_min"),
         ({"agent_type": "mixed"}, "split"),
-        ({"agent_type": "mixed", "split": "rules:1,bots:1"}, "kind one of rules, learned, llm"),
+        ({"agent_type": "mixed", "split": "rules:1,bots:1"}, "accepted: rules, learned, llm"),
         ({"agent_type": "mixed", "split": "rules:0"}, "must not all be 0"),
         ({"split": "rules:1"}, "only used with agent_type=mixed"),
         ({"agent_type": "robots"}, "agent_type"),

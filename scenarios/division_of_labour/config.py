@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from society.mix import parse_weights
+
 AGENT_KINDS = ("rules", "learned", "llm")
-_SPLIT_ENTRY = re.compile(r"^\s*([a-z]+)\s*:\s*([^,]+?)\s*$")
 
 
 def parse_split(split: str) -> dict[str, float]:
     """``"rules:8,learned:1,llm:1"`` -> ``{"rules": 8.0, "learned": 1.0, "llm": 1.0}``."""
-    out: dict[str, float] = {}
-    for part in split.split(","):
-        m = _SPLIT_ENTRY.match(part)
-        if not m or m.group(1) not in AGENT_KINDS:
-            raise ValueError(
-                f"bad entry {part.strip()!r}; accepted: 'kind:weight' entries separated by commas, "
-                f"kind one of {', '.join(AGENT_KINDS)}, e.g. 'rules:8,learned:1,llm:1'"
-            )
-        kind, raw = m.groups()
-        try:
-            weight = float(raw)
-        except ValueError:
-            raise ValueError(f"weight of '{kind}' must be a number, got {raw!r}") from None
-        if not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"weight of '{kind}' must be a finite number >= 0, got {raw!r}")
-        if kind in out:
-            raise ValueError(f"'{kind}' appears twice")
-        out[kind] = weight
-    if sum(out.values()) <= 0:
-        raise ValueError("weights must not all be 0")
-    return out
+    return parse_weights(split, AGENT_KINDS, "split")
 
 
 class DivisionOfLabourConfig(BaseModel):

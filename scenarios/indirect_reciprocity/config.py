@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from society.mix import parse_weights
 
 NORMS = ("image-scoring", "standing", "stern-judging")
 # Rule strategies: allc/alld always give/refuse; disc gives iff it sees the recipient as good;
@@ -16,32 +17,6 @@ KINDS = ("rules", "learned", "llm")
 # Private assessment keeps a population x population matrix of views per replicate.
 MAX_PRIVATE_POPULATION = 8192
 
-
-def parse_weights(spec: str, accepted: tuple[str, ...], param: str) -> dict[str, float]:
-    """``"disc:49,alld:1"`` -> ``{"disc": 49.0, "alld": 1.0}``, with one-line errors naming
-    ``param``. Same format as :func:`society.cohorts.rules.parse_mix` (a name alone weighs 1)."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"{param} must be a string like 'name:weight,...', got {spec!r}")
-    out: dict[str, float] = {}
-    for part in spec.split(","):
-        name, _, w = part.strip().partition(":")
-        name = name.strip()
-        if name not in accepted:
-            raise ValueError(
-                f"{param}: unknown entry {name!r} in {spec!r}; accepted: {', '.join(accepted)}"
-            )
-        if name in out:
-            raise ValueError(f"{param}: {name!r} appears twice in {spec!r}")
-        try:
-            weight = float(w) if w.strip() else 1.0
-        except ValueError:
-            raise ValueError(f"{param}: weight of {name!r} must be a number, got {w!r}") from None
-        if not math.isfinite(weight) or weight < 0:
-            raise ValueError(f"{param}: weight of {name!r} must be >= 0, got {w!r}")
-        out[name] = weight
-    if sum(out.values()) <= 0:
-        raise ValueError(f"{param}: weights must not all be 0, got {spec!r}")
-    return out
 
 
 class IndirectReciprocityConfig(BaseModel):

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from society.mix import parse_weights
+
 GRAPHS = ("complete", "cycle", "lattice", "random-regular", "erdos-renyi", "small-world", "scale-free")
 # Preset payoff matrices (R, S, T, P); any of them can be overridden.
 PRESETS = {
@@ -90,20 +92,25 @@ class NetworkGameConfig(BaseModel):
             raise ValueError(f"must be one of {', '.join(GRAPHS)} or an existing edge-list file")
         return v
 
+    @field_validator("split")
+    @classmethod
+    def _split(cls, v: str) -> str:
+        parse_weights(v, ("rules", "learned", "llm"), "split")
+        return v
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_weights(v, None, "strategies")  # names are checked by the rule cohort
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> NetworkGameConfig:
         if isinstance(self.init_cooperators, float) and not 0.0 <= self.init_cooperators <= 1.0:
             raise ValueError(f"init_cooperators must lie in [0, 1] or be 'single', got {self.init_cooperators}")
         if self.update in ("best-neighbour", "proportional") and self.synchronous is False:
             raise ValueError(f"update={self.update} is synchronous by definition; drop synchronous=false")
-        for name, spec, allowed in (("split", self.split, ("rules", "learned", "llm")), ("strategies", self.strategies, None)):
-            if spec is None:
-                continue
-            for part in spec.split(","):
-                key, _, w = part.strip().partition(":")
-                if not key or (allowed and key not in allowed) or (w and not w.replace(".", "", 1).isdigit()):
-                    accepted = f"entries among {', '.join(allowed)}" if allowed else "rule-library names"
-                    raise ValueError(f"{name} must be 'name:weight,...' with {accepted}, got {spec!r}")
         if self.cohort_path() and self.until == "fixation":
             raise ValueError("until=fixation needs the plain evolutionary game (agent_type=rules, no strategies)")
         if self.average_from is not None and self.average_from > self.steps:

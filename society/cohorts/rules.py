@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from society.cohorts.base import Cohort, Pytree
+from society.mix import parse_weights
 
 StrategyFn = Callable[[Mapping[str, jax.Array], jax.Array, Mapping[str, jax.Array]], jax.Array]
 
@@ -278,30 +279,9 @@ def parse_mix(spec: str, n: int, rng: np.random.Generator | int) -> np.ndarray:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    names, weights = [], []
-    for part in spec.split(","):
-        name, _, w = part.strip().partition(":")
-        name = name.strip()
-        if not _NAME.fullmatch(name):
-            raise ValueError(
-                f"mix spec {spec!r}: bad entry {part.strip()!r}; accepted: 'name:weight' entries "
-                f"separated by commas, e.g. 'disc-image:49,alld:1'"
-            )
-        try:
-            weight = float(w) if w.strip() else 1.0
-        except ValueError:
-            raise ValueError(
-                f"mix spec {spec!r}: weight of '{name}' must be a number, got {w!r}"
-            ) from None
-        if not np.isfinite(weight) or weight < 0:
-            raise ValueError(f"mix spec {spec!r}: weight of '{name}' must be >= 0, got {w!r}")
-        if name in names:
-            raise ValueError(f"mix spec {spec!r}: '{name}' appears twice")
-        names.append(name)
-        weights.append(weight)
+    parsed = parse_weights(spec, None, "mix spec")
+    names, weights = list(parsed), list(parsed.values())
     w = np.asarray(weights)
-    if w.sum() <= 0:
-        raise ValueError(f"mix spec {spec!r}: weights must not all be 0")
     exact = w / w.sum() * n
     counts = np.floor(exact).astype(np.int64)
     rest = int(n - counts.sum())

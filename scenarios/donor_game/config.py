@@ -1,0 +1,100 @@
+"""Parameters of the donor game (pydantic only, so `society describe` starts fast)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from society.mix import parse_weights
+
+KINDS = ("rules", "learned", "llm")
+
+
+def parse_split(spec: str) -> dict[str, float]:
+    """``"rules:8,learned:1,llm:1"`` -> ``{"rules": 8.0, "learned": 1.0, "llm": 1.0}``."""
+    return parse_weights(spec, KINDS, "split")
+
+
+class DonorGameConfig(BaseModel):
+    """Donor game of LLM societies: cultural evolution of cooperation (Vallinder & Hughes 2024)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "llm",
+        description="who plays: llm (through the LLM client; the local model unless --llm is "
+        "given), learned (small policies, REINFORCE within a life and selection across "
+        "generations), rules (give a fixed share give_fraction), or mixed (see split)",
+    )
+    split: str = Field(
+        "rules:1,learned:1,llm:1",
+        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
+        "(counts by largest remainder, placed at random); ignored otherwise",
+    )
+    agents_per_generation: int = Field(
+        12, ge=2, description="agents playing each generation (even: two halves)"
+    )
+    rounds: int = Field(
+        12,
+        ge=2,
+        description="rounds per game (even): a bipartite round-robin between the halves over "
+        "rounds/2 rounds with the donor side alternating, then the same pairs with roles reversed",
+    )
+    generations: int = Field(10, ge=1, description="generations; each plays the game twice")
+    endowment: float = Field(
+        10.0, gt=0, description="resources of every agent at the start of each game"
+    )
+    multiplier: float = Field(
+        2.0, ge=0, description="the recipient receives multiplier x the units the donor gives up"
+    )
+    trace_depth: int = Field(
+        3,
+        ge=1,
+        description="donors see the recipient's last action, that partner's action before it, "
+        "and so on: this many links of the chain",
+    )
+    punishment: bool = Field(
+        False,
+        description="costly punishment: instead of giving, a donor may pay x units to remove "
+        "punishment_loss*x from the recipient (floored at 0)",
+    )
+    punishment_loss: float = Field(
+        2.0, gt=0, description="units removed from the recipient per unit the punisher pays"
+    )
+    give_fraction: float = Field(
+        0.5, ge=0.0, le=1.0, description="rule agents: share of their current resources they give"
+    )
+    learning_rate: float = Field(
+        0.05,
+        ge=0.0,
+        description="learned agents: REINFORCE step size on each donation's return "
+        "(resources at game end minus resources before it); 0 = selection only",
+    )
+    mutation: float = Field(
+        0.05, ge=0.0, description="learned newcomers: std of Gaussian noise on the inherited policy"
+    )
+    llm_temperature: float = Field(
+        0.8, ge=0.0, le=2.0, description="LLM sampling temperature (0.8 as in the authors' runs)"
+    )
+    llm_max_tokens: int = Field(
+        300, gt=0, description="LLM reply limit in tokens (a short JSON with brief reasoning)"
+    )
+    llm_budget_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="stop the run cleanly at the round in which LLM use reaches this many tokens",
+    )
+
+    @field_validator("agents_per_generation", "rounds")
+    @classmethod
+    def _even(cls, v: int, info) -> int:
+        if v % 2:
+            raise ValueError(f"{info.field_name} must be even (two halves / two passes), got {v}")
+        return v
+
+    @field_validator("split")
+    @classmethod
+    def _split(cls, v: str) -> str:
+        parse_split(v)
+        return v

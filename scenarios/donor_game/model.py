@@ -1,0 +1,514 @@
+"""The donor game of LLM societies (Vallinder and Hughes 2024), as in the authors' code.
+
+Each generation, ``agents_per_generation`` agents are split at random into two halves and
+play a game of ``rounds`` rounds (see :func:`dynamics.pairings`), then a second game with
+the halves' roles swapped; resources and traces reset for each game. Agents are ranked by
+their mean final resources over the two games; the top half survive and each survivor's
+strategy passes to one newcomer (rule agents: the same share; learned agents: the policy,
+mutated; LLM agents: a new strategy written from the survivors' strategies and scores).
+
+All replicates of a batch are rows of one world (row = replicate * N + agent, agent id =
+row + first replicate * N), so each round is one observation kernel, one call per cohort
+(one LLM request per LLM donor, all in flight together) and one transition kernel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from scenarios.donor_game import prompts
+from scenarios.donor_game.config import KINDS, DonorGameConfig
+from scenarios.donor_game.dynamics import (
+    LEARNED_FEATURES,
+    flat_trace,
+    initial_state,
+    observe,
+    pairings,
+    play_round,
+)
+from sim_core.experiment import RunContext, Scenario, plot_metrics
+from sim_core.scheduler import Scheduler
+from society.cohorts import LearnedCohort, RuleCohort, parse_mix
+from society.cohorts.llm import LLMCohort
+from society.llm import LLMClient, Request
+from society.llm.session import open_client
+from society.metrics import donation_fraction, gini
+from society.population import Population
+
+HEADLINE = ("mean_resources", "donation_fraction", "punishment_rate")
+# Resources are shown to LLM agents with two decimals, so an answer up to this much above
+# what the donor holds means "all of it"; beyond it the offer is invalid (nothing moves).
+DISPLAY_TOLERANCE = 0.005
+
+
+def give_strategy(
+    obs: Mapping[str, jax.Array], keys: jax.Array, params: Mapping[str, Any]
+) -> jax.Array:
+    """Rule agents: give the share ``give_fraction`` of current resources, whoever asks."""
+    return jnp.full(keys.shape[:1], params["give_fraction"], jnp.float32)
+
+
+def units_to_share(units: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Signed units given up (negative: spent punishing) -> signed share of ``held``.
+
+    More than ``held`` (beyond the display tolerance) is an invalid offer, returned as inf.
+    """
+    u = np.asarray(units, np.float64)
+    held = np.asarray(held, np.float64)
+    mag = np.abs(u)
+    share = np.divide(np.minimum(mag, held), held, out=np.zeros_like(held), where=held > 0)
+    share = np.where(mag <= held + DISPLAY_TOLERANCE, share, np.inf)
+    return np.where(u < 0, -share, share).astype(np.float32)
+
+
+class DonorLLMCohort(LLMCohort):
+    """LLM donors. Prompts are rendered from the numeric observation by ``render(agent,
+    strategy, fields)``; each agent's strategy is its persona (inherited by clones). Answers
+    are units, as in the authors' prompts; the world receives them as a signed share."""
+
+    def __init__(
+        self,
+        name: str,
+        agents: np.ndarray,
+        client: LLMClient,
+        *,
+        render: Callable[[int, str, Mapping[str, Any]], str],
+        sample_of: Callable[[int], int],
+        punishment: bool,
+        system_prompt: str,
+    ):
+        if punishment:
+            schema: Any = prompts.DonorPunishAction
+            fallback = schema(reasoning="no valid reply", action="donate", amount=0.0)
+        else:
+            schema = prompts.DonorAction
+            fallback = schema(reasoning="no valid reply", amount=0.0)
+        super().__init__(
+            name,
+            agents,
+            client,
+            schema=schema,
+            fallback=fallback,
+            template="",
+            system_prompt=system_prompt,
+            memory_size=0,  # as in the paper: each decision sees its strategy and situation only
+            to_action=prompts.signed_units,
+        )
+        self.render = render
+        self.sample_of = sample_of
+
+    def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict[str, str]]:
+        user = self.render(agent, self.personas[pos], fields)
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": user},
+        ]
+
+    async def aact(self, agents: np.ndarray, obs: Any, key: jax.Array) -> np.ndarray:
+        """One request per due donor, all in flight together (LLMCohort.aact, plus a sample
+        index). A request's ``sample`` is its donor's replicate: identical prompts in different
+        replicates are then independent draws, which the client would otherwise merge."""
+        agents = np.asarray(agents, dtype=np.int64)
+        fields = flat_trace({k: np.asarray(v) for k, v in dict(obs).items()})
+        requests = []
+        # One prompt per LLM donor: the accepted Python loop of LLM cohorts.
+        for i, (a, p) in enumerate(zip(agents.tolist(), self.local(agents).tolist(), strict=True)):
+            row = {k: v[i].item() for k, v in fields.items()}
+            requests.append(
+                Request(
+                    self.messages(a, p, row),
+                    schema=self.schema,
+                    fallback=self.fallback,
+                    sample=self.sample_of(a),
+                    agent=a,
+                    cohort=self.name,
+                )
+            )
+        done = await self.client.complete_many(requests)
+        self.calls += 1
+        given = np.empty(len(agents), np.float64)
+        for i, c in enumerate(done):
+            self.failures += int(not c.ok)
+            given[i] = self.to_action(c.parsed if c.parsed is not None else self.fallback)
+        return units_to_share(given, fields["resources"])
+
+
+class _Batch:
+    """One batch of replicates: the world, the population and the generation loop."""
+
+    def __init__(
+        self, cfg: DonorGameConfig, ctx: RunContext, reps: np.ndarray, client: LLMClient | None
+    ):
+        self.cfg, self.ctx, self.reps, self.client = cfg, ctx, reps, client
+        n = cfg.agents_per_generation
+        self.n, self.h, self.b = n, n // 2, len(reps)
+        self.rows = self.b * n
+        self.offset = int(reps[0]) * n  # replicate batches are contiguous ranges
+        kinds = np.concatenate([self._kinds(int(r)) for r in reps])
+        ids = np.arange(self.rows) + self.offset
+        self.system = prompts.system_prompt(
+            endowment=cfg.endowment,
+            multiplier=cfg.multiplier,
+            trace_depth=cfg.trace_depth,
+            punishment=cfg.punishment,
+            punishment_loss=cfg.punishment_loss,
+        )
+        self.kind_names = tuple(k for k in KINDS if (kinds == k).any())
+        self.pop = Population([self._cohort(k, ids[kinds == k]) for k in self.kind_names])
+        # Names as in the authors' code: "<generation born>_<index among that generation's newcomers>".
+        self.born = np.ones(self.rows, np.int64)
+        self.index = np.tile(np.arange(1, n + 1), self.b)
+        self.halves_rng = [ctx.rng.numpy("halves", int(r)) for r in reps]
+        self.act_key = ctx.rng.key("act")
+        self.learn_key = ctx.rng.key("learn")
+        self.last = {k: np.full(self.b, np.nan) for k in HEADLINE}
+        self.t = 0
+        self.gen = 0
+        self.generations_done = 0
+        self.sim = Scheduler()
+
+    # -- setup -----------------------------------------------------------------------------
+    def _kinds(self, rep: int) -> np.ndarray:
+        if self.cfg.agents != "mixed":
+            return np.full(self.n, self.cfg.agents, dtype=object)
+        return parse_mix(self.cfg.split, self.n, self.ctx.rng.numpy("split", rep)).astype(object)
+
+    def _cohort(self, kind: str, ids: np.ndarray):
+        cfg = self.cfg
+        if kind == "rules":
+            return RuleCohort(
+                "rules",
+                ids,
+                "give",
+                strategies={"give": give_strategy},
+                params={"give": {"give_fraction": cfg.give_fraction}},
+            )
+        if kind == "learned":
+            return LearnedCohort(
+                "learned",
+                ids,
+                features=LEARNED_FEATURES,
+                actions="continuous",
+                rule="reinforce",
+                lr=cfg.learning_rate,
+                key=self.ctx.rng.key("learned-init"),  # draws depend on (key, agent id) only
+            )
+        if self.client is None:
+            raise RuntimeError("LLM agents need an LLM client")
+        return DonorLLMCohort(
+            "llm",
+            ids,
+            self.client,
+            render=self.render,
+            sample_of=lambda agent: agent // self.n,  # the agent's replicate
+            punishment=cfg.punishment,
+            system_prompt=self.system,
+        )
+
+    def _has(self, kind: str) -> bool:
+        return kind in self.kind_names
+
+    def kind_of(self, rows: np.ndarray) -> np.ndarray:
+        """Kind of the agents in ``rows`` now."""
+        return np.asarray(self.kind_names, dtype=object)[self.pop.cohort_of[rows + self.offset]]
+
+    def name(self, row: int) -> str:
+        return f"{self.born[row]}_{self.index[row]}"
+
+    def render(self, agent: int, strategy: str, fields: Mapping[str, Any]) -> str:
+        """The donor prompt of one LLM agent (called by the LLM cohort, one agent at a time)."""
+        cfg = self.cfg
+        return prompts.donor_prompt(
+            name=self.name(agent - self.offset),
+            strategy=strategy,
+            generation=self.gen,
+            round_no=int(fields["round"]),
+            recipient=self.name(int(fields["recipient"])),
+            recipient_resources=float(fields["recipient_resources"]),
+            trace=prompts.trace_text(fields, cfg.trace_depth, self.name, cfg.punishment_loss),
+            resources=float(fields["resources"]),
+            multiplier=cfg.multiplier,
+            punishment=cfg.punishment,
+            punishment_loss=cfg.punishment_loss,
+        )
+
+    async def _strategies(
+        self, rows: np.ndarray, fitness: np.ndarray | None, survivors: np.ndarray | None
+    ) -> None:
+        """New LLM agents in ``rows`` write their strategies (generation 1: from the rules
+        alone; later: from the strategies and scores of their replicate's LLM survivors)."""
+        if not self._has("llm"):
+            return
+        rows = rows[self.kind_of(rows) == "llm"]
+        if rows.size == 0:
+            return
+        llm = self.pop.cohort("llm")
+        requests = []
+        # One prompt per new LLM agent: the accepted Python loop of LLM cohorts.
+        for row in rows.tolist():
+            advice = None
+            if survivors is not None and fitness is not None:
+                mine = survivors[row // self.n]
+                mine = mine[self.kind_of(mine) == "llm"]
+                mine = mine[np.argsort(-fitness[mine], kind="stable")]
+                pos = llm.local(mine + self.offset)
+                advice = [
+                    (self.name(s), float(fitness[s]), llm.personas[p])
+                    for s, p in zip(mine.tolist(), pos.tolist(), strict=True)
+                ]
+            user = prompts.strategy_prompt(self.name(row), advice)
+            requests.append(
+                Request(
+                    [{"role": "system", "content": self.system}, {"role": "user", "content": user}],
+                    schema=prompts.StrategyReply,
+                    fallback=prompts.StrategyReply(reasoning="", strategy=""),
+                    sample=(row + self.offset) // self.n,  # independent across replicates
+                    agent=row + self.offset,
+                    cohort="llm",
+                )
+            )
+        done = await self.client.complete_many(requests)
+        for p, c in zip(llm.local(rows + self.offset).tolist(), done, strict=True):
+            text = c.parsed.strategy if c.parsed is not None else ""
+            llm.personas[p] = " ".join(text.split())[: prompts.MAX_STRATEGY_CHARS]
+
+    # -- the run ---------------------------------------------------------------------------
+    async def run(self) -> None:
+        await self._strategies(np.arange(self.rows), None, None)
+        if self._budget_spent():
+            return
+        self.sim.every(1.0, self.step, name="donor-game round")
+        await self.sim.arun()
+
+    def _budget_spent(self) -> bool:
+        if self.client is not None and self.client.budget_exhausted:
+            self.ctx.stop_reason = self.client.budget_message
+            self.sim.stop(self.client.budget_message or "LLM budget reached")
+            return True
+        return False
+
+    async def step(self) -> None:
+        """One round of one game: observe, act (all cohorts), transition."""
+        cfg = self.cfg
+        per_gen = 2 * cfg.rounds
+        g, rest = divmod(self.t, per_gen)
+        game, rnd = divmod(rest, cfg.rounds)
+        if rest == 0:
+            self._begin_generation(g)
+        if rnd == 0:
+            self.state = initial_state(self.rows, cfg.trace_depth, cfg.endowment)
+            self.decisions: list[tuple] = []
+        d, r = (self.donors, self.recipients) if game == 0 else (self.recipients, self.donors)
+        d, r = d[rnd], r[rnd]
+        round_no = np.int32(rnd + 1)
+        obs = jax.device_get(observe(self.state, d, r, round_no, np.float32(cfg.endowment)))
+        key = jax.random.fold_in(self.act_key, self.t)
+        actions = await self.pop.act(d + self.offset, obs, key)
+        self.state, out = play_round(
+            self.state,
+            d,
+            r,
+            jnp.asarray(actions, jnp.float32),
+            round_no,
+            np.float32(cfg.multiplier),
+            np.float32(cfg.punishment_loss),
+            punishment=cfg.punishment,
+        )
+        self.outcomes.append(jax.device_get(out))
+        if self._has("learned") and cfg.learning_rate > 0:
+            self.decisions.append((d, obs, np.asarray(actions), np.asarray(out["held"])))
+        if rnd == cfg.rounds - 1:
+            self._end_game(game)
+        if rest == per_gen - 1:
+            await self._end_generation(g)
+        self.t += 1
+        if self.t == cfg.generations * per_gen:
+            self.sim.stop("done")
+        else:
+            self._budget_spent()
+
+    def _begin_generation(self, g: int) -> None:
+        self.gen = g + 1
+        perm = np.stack([rng.permutation(self.n) for rng in self.halves_rng])
+        rows = perm + (np.arange(self.b) * self.n)[:, None]
+        d, r = pairings(rows[:, : self.h], rows[:, self.h :], self.cfg.rounds)
+        self.donors = d.reshape(self.cfg.rounds, -1).astype(np.int32)
+        self.recipients = r.reshape(self.cfg.rounds, -1).astype(np.int32)
+        self.outcomes: list[dict[str, np.ndarray]] = []
+        self.finals: list[np.ndarray] = []
+
+    def _end_game(self, game: int) -> None:
+        final = np.asarray(self.state.resources, np.float64)
+        self.finals.append(final)
+        if not self._has("learned") or not self.decisions:
+            return
+        idx = self.kind_names.index("learned")
+        base = jax.random.fold_in(self.learn_key, self.t)
+        # REINFORCE on returns: each donation is credited with the change in the donor's
+        # resources from just before it to the end of the game. One call per round.
+        for k, (d, obs, actions, held) in enumerate(self.decisions):
+            mask = self.pop.cohort_of[d + self.offset] == idx
+            if mask.any():
+                feats = {f: obs[f][mask] for f in LEARNED_FEATURES}
+                ret = (final[d] - held)[mask]
+                self.pop.learn(
+                    d[mask] + self.offset, feats, actions[mask], ret, jax.random.fold_in(base, k)
+                )
+
+    async def _end_generation(self, g: int) -> None:
+        cfg, ctx, b, n = self.cfg, self.ctx, self.b, self.n
+        finals = np.stack(self.finals)  # (2 games, rows)
+        out = {
+            k: np.stack([o[k] for o in self.outcomes]).reshape(2 * cfg.rounds, b, self.h)
+            for k in self.outcomes[0]
+        }
+        per_rep = finals.reshape(2, b, n)
+        values = {
+            "mean_resources": per_rep.mean(axis=(0, 2)),
+            "donation_fraction": np.array(
+                [self._donation_fraction(out["given"][:, i], out["held"][:, i]) for i in range(b)]
+            ),
+            "punishment_rate": out["punished"].mean(axis=(0, 2)),
+        }
+        t = float(g + 1)
+        rec = ctx.recorder
+        for k, v in values.items():
+            rec.record(t, k, v, replicate=self.reps)
+        # Units given per agent per game: total resources grow by (multiplier - 1) times it.
+        given = out["given"].sum(axis=(0, 2)) / (2 * n)
+        rec.record(t, "given_per_agent", given, replicate=self.reps)
+        rec.record(
+            t,
+            "gini",
+            np.array([gini(per_rep[:, i].ravel()) for i in range(b)]),
+            replicate=self.reps,
+        )
+        if self._has("llm"):
+            rec.record(t, "invalid_rate", out["invalid"].mean(axis=(0, 2)), replicate=self.reps)
+        rows = np.arange(self.rows)
+        kinds = self.kind_of(rows).reshape(b, n)
+        if cfg.agents == "mixed":
+            for kind in KINDS:
+                mask = kinds == kind
+                rec.record(t, f"share.{kind}", mask.mean(axis=1), replicate=self.reps)
+                has = mask.any(axis=1)
+                if has.any():
+                    mean = (per_rep.mean(axis=0) * mask).sum(axis=1) / np.maximum(
+                        mask.sum(axis=1), 1
+                    )
+                    rec.record(t, f"mean_resources.{kind}", mean[has], replicate=self.reps[has])
+        self.last = values
+        self.generations_done = g + 1
+        if g < cfg.generations - 1:
+            await self._select(g, finals.mean(axis=0))
+
+    @staticmethod
+    def _donation_fraction(given: np.ndarray, held: np.ndarray) -> float:
+        """Mean share of their resources that donors gave (society.metrics.donation_fraction
+        with the resources held as the endowment); donors holding nothing had no choice."""
+        ok = held > 0
+        return donation_fraction(given[ok], held[ok]) if ok.any() else float("nan")
+
+    async def _select(self, g: int, fitness: np.ndarray) -> None:
+        """Top half survive; survivor i's strategy passes to the newcomer in dead slot i."""
+        cfg, n, h = self.cfg, self.n, self.h
+        order = np.argsort(-fitness.reshape(self.b, n), axis=1, kind="stable")
+        base = (np.arange(self.b) * n)[:, None]
+        survivors, dead = order[:, :h] + base, order[:, h:] + base
+        if self._has("learned") and cfg.mutation > 0:
+            # Per replicate, so the mutation noise of learned newcomers comes from the
+            # replicate's own stream whatever the batching (one fork call per replicate).
+            for i, rep in enumerate(self.reps.tolist()):
+                key = jax.random.fold_in(self.ctx.rng.key("select", rep), g)
+                self.pop.remove(dead[i] + self.offset)
+                self.pop.fork(
+                    survivors[i] + self.offset,
+                    dead[i] + self.offset,
+                    key=key,
+                    mutation=cfg.mutation,
+                    time=float(self.t),
+                )
+        else:  # exact copies: one call for the whole batch
+            self.pop.remove(dead.ravel() + self.offset)
+            self.pop.fork(
+                survivors.ravel() + self.offset,
+                dead.ravel() + self.offset,
+                key=self.ctx.rng.key("select"),
+                time=float(self.t),
+            )
+        self.born[dead] = g + 2
+        self.index[dead] = np.arange(1, h + 1)
+        await self._strategies(dead.ravel(), fitness, survivors)
+
+
+class DonorGame(Scenario):
+    """Vallinder and Hughes (2024): cultural evolution of cooperation in the donor game."""
+
+    name = "donor-game"
+    Config = DonorGameConfig
+    headline = HEADLINE
+    labels = {"agent": int, "cohort": str}
+
+    def run(self, cfg: DonorGameConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
+        return asyncio.run(self._arun(cfg, ctx))
+
+    async def _arun(self, cfg: DonorGameConfig, ctx: RunContext) -> dict[str, np.ndarray]:
+        out = {k: np.full(ctx.replicates, np.nan) for k in HEADLINE}
+        # Whether any LLM agent plays (the counts of a split do not depend on the shuffle).
+        n = cfg.agents_per_generation
+        needs_llm = cfg.agents == "llm" or (
+            cfg.agents == "mixed" and "llm" in parse_mix(cfg.split, n, 0).tolist()
+        )
+        opened = (
+            open_client(
+                ctx.options,
+                run_dir=ctx.run_dir,
+                max_tokens=cfg.llm_max_tokens,
+                temperature=cfg.llm_temperature,
+                budget_tokens=cfg.llm_budget_tokens,
+            )
+            if needs_llm
+            else contextlib.nullcontext(None)
+        )
+        last_gen = 0
+        async with opened as client:
+            for reps in ctx.replicate_batches():
+                batch = _Batch(cfg, ctx, reps, client)
+                await batch.run()
+                for k in HEADLINE:
+                    out[k][reps] = batch.last[k]
+                last_gen = max(last_gen, batch.generations_done)
+                if ctx.stop_reason:
+                    break
+            if client is not None:
+                self._record_usage(ctx, client, cfg.agents_per_generation, float(last_gen))
+        return out
+
+    @staticmethod
+    def _record_usage(ctx: RunContext, client: LLMClient, n: int, time: float) -> None:
+        """The client's accounting as metric rows: per agent (replicate = id // N, agent =
+        id % N), per cohort and in total (both under replicate 0)."""
+        for row in client.usage.rows():
+            labels: dict[str, Any] = {}
+            rep = 0
+            if "agent" in row:
+                rep, labels["agent"] = divmod(int(row["agent"]), n)
+            if "cohort" in row:
+                labels["cohort"] = row["cohort"]
+            ctx.recorder.record(time, row["metric"], row["value"], replicate=rep, **labels)
+
+    def plot(self, frame: pd.DataFrame, plots_dir: Path, config: DonorGameConfig) -> list[Path]:
+        """One PNG per per-generation metric against the generation (time = generation)."""
+        if frame.empty:
+            return []
+        metrics = [m for m in sorted(frame["metric"].unique()) if not m.startswith("llm_")]
+        return plot_metrics(frame, plots_dir, metrics)

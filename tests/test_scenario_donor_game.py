@@ -1,0 +1,426 @@
+"""donor-game: the protocol's rules by hand, its resource arithmetic exactly, each kind of agent."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import scenarios
+from scenarios.donor_game.config import DonorGameConfig
+from scenarios.donor_game.dynamics import (
+    DONATED,
+    EMPTY,
+    INVALID,
+    NO_HISTORY,
+    PUNISHED,
+    initial_state,
+    pairings,
+    play_round,
+)
+from scenarios.donor_game.model import units_to_share
+from sim_core.errors import ConfigError
+from society.llm.testserver import TestServer
+
+LLM = "openai/test-model"
+
+
+def reference_mean_resources(
+    n: int, rounds: int, share: float, endowment: float, mult: float
+) -> float:
+    """The authors' schedule and arithmetic, transcribed independently in plain Python
+    (bipartiteRoundRobin + extendRounds; the second game with every pair reversed), for a
+    population that all gives ``share``. The mean does not depend on who is in which half."""
+    a, b = list(range(n // 2)), list(range(n // 2, n))
+    first, toggle = [], False
+    for i in range(n // 2):
+        rot = b[-i:] + b[:-i] if i else b
+        first.append(list(zip(rot, a, strict=True)) if toggle else list(zip(a, rot, strict=True)))
+        toggle = not toggle
+    game1 = first + [[(r, d) for d, r in rnd] for rnd in first]
+    assert len(game1) == rounds
+    game2 = [[(r, d) for d, r in rnd] for rnd in game1]
+    finals = []
+    for game in (game1, game2):
+        res = [endowment] * n
+        for rnd in game:
+            for d, r in rnd:
+                x = share * res[d]
+                res[d] -= x
+                res[r] += mult * x
+        finals += res
+    return sum(finals) / len(finals)
+
+
+def schema_of(body: dict) -> dict:
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or {}
+
+
+def is_strategy_request(body: dict) -> bool:
+    return "strategy" in schema_of(body).get("properties", {})
+
+
+def user_text(body: dict) -> str:
+    return body["messages"][-1]["content"]
+
+
+def held_in_prompt(body: dict) -> float:
+    return float(re.search(r"You currently have ([0-9.]+) units", user_text(body)).group(1))
+
+
+def llm_run(reply, **params):
+    srv = TestServer(reply=reply).start_in_thread()
+    try:
+        res = scenarios.run("donor-game", llm=LLM, api_base=srv.url + "/v1", **params)
+    finally:
+        srv.stop()
+    return res, srv
+
+
+def rows(result, metric):
+    m = result.metrics
+    return m[m["metric"] == metric].sort_values(["replicate", "time"])
+
+
+# -- the rules by hand --------------------------------------------------------------------------
+def test_pairings_by_hand_for_four_agents():
+    d, r = pairings(np.array([[0, 1]]), np.array([[2, 3]]), 4)
+    got = [sorted(zip(d[i, 0].tolist(), r[i, 0].tolist(), strict=True)) for i in range(4)]
+    # a0,a1 give to b0,b1; b rotated gives to a; then both rounds with the roles reversed.
+    assert got == [[(0, 2), (1, 3)], [(2, 1), (3, 0)], [(2, 0), (3, 1)], [(0, 3), (1, 2)]]
+
+
+def test_pairings_of_the_default_protocol():
+    rng = np.random.default_rng(0)
+    perm = np.stack([rng.permutation(12) for _ in range(3)])
+    d, r = pairings(perm[:, :6], perm[:, 6:], 12)
+    assert d.shape == r.shape == (12, 3, 6)
+    for rep in range(3):
+        a = set(perm[rep, :6].tolist())
+        for i in range(12):  # every agent plays once per round
+            assert sorted(d[i, rep].tolist() + r[i, rep].tolist()) == sorted(perm[rep].tolist())
+        # The donor side alternates over the first 6 rounds.
+        assert [set(d[i, rep].tolist()) == a for i in range(6)] == [True, False] * 3
+        gives = np.bincount(d[:, rep].ravel(), minlength=12)
+        assert (gives[perm[rep]] == 6).all()  # each agent donates in 6 of the 12 rounds
+        # Each cross pair meets exactly twice, once in each role (the same 6 pairs reversed).
+        pairs = [(x, y) for i in range(12) for x, y in zip(d[i, rep], r[i, rep], strict=True)]
+        assert len(set(pairs)) == 72
+        assert set(pairs) == {(y, x) for x, y in pairs}
+        assert all((x in a) != (y in a) for x, y in pairs)
+
+
+def test_play_round_by_hand():
+    s = initial_state(4, 2, 10.0)
+    s = s.replace(resources=jnp.array([10.0, 3.0, 8.0, 4.0]))
+    # Agent 0 gives 25% to 1; agent 2 punishes 3 by spending half (4 units -> 3 loses 8, floored at 0).
+    s2, out = play_round(
+        s,
+        jnp.array([0, 2]),
+        jnp.array([1, 3]),
+        jnp.array([0.25, -0.5]),
+        jnp.int32(1),
+        jnp.float32(2.0),
+        jnp.float32(2.0),
+        punishment=True,
+    )
+    assert s2.resources.tolist() == [7.5, 8.0, 4.0, 0.0]
+    assert out["given"].tolist() == [2.5, 0.0] and out["punished"].tolist() == [False, True]
+    # Donors' traces: their own action first, then the recipient's trace (cut to depth 2).
+    assert s2.kind.tolist() == [
+        [DONATED, NO_HISTORY],
+        [NO_HISTORY, EMPTY],
+        [PUNISHED, NO_HISTORY],
+        [NO_HISTORY, EMPTY],
+    ]
+    assert s2.donor[0].tolist() == [0, 1] and s2.recipient[0, 0] == 1
+    assert s2.fraction[2, 0] == 0.5 and s2.amount[2, 0] == 4.0
+    # Round 2: 1 gives everything to 0; 3 makes a negative offer without punishment: invalid.
+    s3, out = play_round(
+        s2,
+        jnp.array([1, 3]),
+        jnp.array([0, 2]),
+        jnp.array([1.0, -0.5]),
+        jnp.int32(2),
+        jnp.float32(2.0),
+        jnp.float32(2.0),
+        punishment=False,
+    )
+    assert s3.resources.tolist() == [23.5, 0.0, 4.0, 0.0]
+    assert out["invalid"].tolist() == [False, True]
+    assert s3.kind.tolist()[1] == [DONATED, DONATED] and s3.kind.tolist()[3] == [INVALID, PUNISHED]
+    assert s3.round[1].tolist() == [2, 1]
+    # More than everything is invalid too: nothing changes hands.
+    s4, out = play_round(
+        s3,
+        jnp.array([0, 2]),
+        jnp.array([1, 3]),
+        jnp.array([1.5, jnp.nan]),
+        jnp.int32(3),
+        jnp.float32(2.0),
+        jnp.float32(2.0),
+        punishment=True,
+    )
+    assert s4.resources.tolist() == s3.resources.tolist() and out["invalid"].tolist() == [
+        True,
+        True,
+    ]
+
+
+def test_llm_units_become_shares():
+    share = units_to_share(
+        np.array([5.0, 10.004, 10.5, -2.0, 0.0, 1.0]), np.array([10.0, 10.0, 10.0, 8.0, 0.0, 0.0])
+    )
+    # Half; all of it (within the two-decimal display); too much (invalid); a punishment;
+    # nothing from nothing; something from nothing (invalid).
+    assert share.tolist() == [0.5, 1.0, np.inf, -0.25, 0.0, np.inf]
+
+
+# -- the protocol's resource arithmetic, exactly --------------------------------------------------
+def test_rule_agents_resource_arithmetic_by_hand():
+    # 4 agents, 4 rounds, half of everything: 28.75 per agent per game (worked out by hand in
+    # the scenario notes: finals 17.5, 17.5, 40, 40 in each game), every generation.
+    res = scenarios.run(
+        "donor-game",
+        write=False,
+        agents="rules",
+        agents_per_generation=4,
+        rounds=4,
+        generations=2,
+        give_fraction=0.5,
+    )
+    assert rows(res, "mean_resources")["value"].tolist() == [28.75, 28.75]
+    assert rows(res, "mean_resources")["time"].tolist() == [1.0, 2.0]  # time = generation
+    assert rows(res, "donation_fraction")["value"].tolist() == [0.5, 0.5]
+    assert rows(res, "punishment_rate")["value"].tolist() == [0.0, 0.0]
+    assert res.summary["metrics"]["mean_resources"]["values"] == [28.75]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 0.3, 1.0])
+def test_rule_agents_match_the_authors_protocol(share):
+    res = scenarios.run(
+        "donor-game",
+        seed=2,
+        replicates=2,
+        write=False,
+        agents="rules",
+        generations=2,
+        give_fraction=share,
+    )
+    want = reference_mean_resources(12, 12, share, 10.0, 2.0)
+    got = rows(res, "mean_resources")["value"].to_numpy()
+    if share in (0.0, 0.5, 1.0):  # dyadic arithmetic: float32 is exact here
+        assert (got == want).all()
+    else:  # float32 against float64: a few ulps over 24 transfers
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    assert share == 0.0 or np.allclose(rows(res, "donation_fraction")["value"], share)
+
+
+# -- LLM agents against the test server -----------------------------------------------------------
+def half_reply(body: dict) -> str:
+    if is_strategy_request(body):
+        name = re.search(r"Your name is (\S+)\.", user_text(body)).group(1)
+        return json.dumps(
+            {"reasoning": "r", "strategy": f"My strategy will be to give half, says {name}."}
+        )
+    return json.dumps({"reasoning": "half", "amount": held_in_prompt(body) / 2})
+
+
+def test_llm_agents_play_the_protocol(tmp_path):
+    res, srv = llm_run(
+        half_reply,
+        seed=1,
+        out=tmp_path / "run",
+        agents="llm",
+        agents_per_generation=4,
+        rounds=4,
+        generations=2,
+    )
+    # LLM donors giving half reproduce the rule agents' arithmetic exactly.
+    assert rows(res, "mean_resources")["value"].tolist() == [28.75, 28.75]
+    assert rows(res, "donation_fraction")["value"].tolist() == [0.5, 0.5]
+    strategies = [b for b in srv.bodies if is_strategy_request(b)]
+    donors = [b for b in srv.bodies if not is_strategy_request(b)]
+    assert len(strategies) == 4 + 2 and len(donors) == 2 * 4 * 2 * 2  # 4 agents, then 2 newcomers
+    # Generation 1 writes strategies from the rules alone; newcomers from the survivors' advice.
+    assert all("advice" not in user_text(b) for b in strategies[:4])
+    later = user_text(strategies[-1])
+    assert "best-performing 50%" in later and "final score" in later
+    assert later.count("My strategy will be to give half, says 1_") == 2  # both survivors, quoted
+    # A donor sees its own strategy, the round, the recipient's resources and trace.
+    first = user_text(donors[0])
+    assert "Your name is 1_" in first and "My strategy will be to give half, says 1_" in first
+    assert "It is now round 1" in first and "did not have any previous interactions" in first
+    assert any("donated 50.00% of their resources" in user_text(b) for b in donors)
+    assert "2x the number of units" in donors[0]["messages"][0]["content"]
+    # The client's accounting is recorded.
+    total = res.metrics.query("metric == 'llm_requests' and cohort != cohort and agent != agent")
+    assert total["value"].tolist() == [len(srv.bodies)]
+    assert (tmp_path / "run" / "llm-cache.sqlite").exists()
+
+
+def test_llm_punishment_and_invalid_offers_by_hand():
+    def reply(body):
+        if is_strategy_request(body):
+            return json.dumps(
+                {"reasoning": "r", "strategy": "My strategy will be to punish first."}
+            )
+        if "It is now round 1." in user_text(body):
+            return json.dumps({"reasoning": "p", "action": "punish", "amount": 2})
+        return json.dumps({"reasoning": "d", "action": "donate", "amount": 50})  # more than held
+
+    res, _ = llm_run(
+        reply,
+        write=False,
+        agents="llm",
+        agents_per_generation=2,
+        rounds=2,
+        generations=1,
+        punishment=True,
+    )
+    # Round 1: the donor pays 2 (10 -> 8) to take 4 from the recipient (10 -> 6); round 2: an
+    # invalid offer moves nothing. Same in the second game with the roles swapped: mean 7.
+    m = res.summary["metrics"]
+    assert m["mean_resources"]["values"] == [7.0]
+    assert m["punishment_rate"]["values"] == [0.5]
+    assert m["donation_fraction"]["values"] == [0.0]
+    assert rows(res, "invalid_rate")["value"].tolist() == [0.5]
+
+
+def test_selection_favours_defectors_over_unconditional_givers():
+    # Rule agents give everything; LLM agents keep everything. Keepers end each game with
+    # their endowment plus all they received, so they fill the top half: after one round of
+    # selection the keepers' strategy is everyone's (checked in each of 2 replicates).
+    def reply(body):
+        if is_strategy_request(body):
+            return json.dumps(
+                {"reasoning": "r", "strategy": "My strategy will be to keep everything."}
+            )
+        return json.dumps({"reasoning": "keep", "amount": 0})
+
+    res, srv = llm_run(
+        reply,
+        seed=3,
+        replicates=2,
+        write=False,
+        agents="mixed",
+        split="rules:1,llm:1",
+        give_fraction=1.0,
+        generations=2,
+    )
+    assert rows(res, "share.llm")["value"].tolist() == [0.5, 1.0, 0.5, 1.0]
+    keep = rows(res, "mean_resources.llm").query("time == 1")["value"].to_numpy()
+    give = rows(res, "mean_resources.rules").query("time == 1")["value"].to_numpy()
+    assert (keep > give).all()
+    # The 6 newcomers of each replicate are LLM agents writing strategies from the survivors'.
+    # (Identical prompts of the two replicates go as one call with n = 2: independent samples.)
+    asked = sum(b.get("n", 1) for b in srv.bodies if is_strategy_request(b))
+    assert asked == 2 * (6 + 6)
+
+
+def test_budget_stops_the_run_cleanly():
+    # About 450 tokens a request here (the test server counts words): the budget runs out in
+    # generation 2, and the summary reports generation 1, the last one completed.
+    res, srv = llm_run(
+        half_reply,
+        write=False,
+        agents="llm",
+        agents_per_generation=4,
+        rounds=4,
+        generations=3,
+        llm_budget_tokens=12000,
+    )
+    assert res.summary["status"] == "stopped"
+    assert "budget" in res.summary["stop_reason"]
+    # Generation 1 (4 strategies, 16 donations), 2 newcomers' strategies, then part of the 16
+    # donations of generation 2; a full run makes 4 + 3 * 16 + 2 * 2 = 56 requests.
+    assert 22 < srv.requests < 38
+    assert rows(res, "mean_resources")["time"].tolist() == [1.0]
+    assert res.summary["metrics"]["mean_resources"]["values"] == [28.75]
+    spent = res.metrics.query("metric == 'llm_tokens' and cohort != cohort and agent != agent")
+    assert spent["value"].item() >= 12000
+
+
+# -- learned agents, determinism ------------------------------------------------------------------
+def test_learned_agents_same_seed_same_run_whatever_the_batching():
+    params = dict(
+        agents="learned", agents_per_generation=4, rounds=4, generations=2, multiplier=3.0
+    )
+    a = scenarios.run("donor-game", seed=5, replicates=2, write=False, **params)
+    b = scenarios.run("donor-game", seed=5, replicates=2, write=False, batch_replicates=1, **params)
+    for k in ("mean_resources", "donation_fraction", "punishment_rate"):
+        assert a.summary["metrics"][k]["values"] == b.summary["metrics"][k]["values"]
+    c = scenarios.run("donor-game", seed=6, replicates=2, write=False, **params)
+    assert (
+        c.summary["metrics"]["mean_resources"]["values"]
+        != a.summary["metrics"]["mean_resources"]["values"]
+    )
+    fr = rows(a, "donation_fraction")["value"].to_numpy()
+    assert ((fr > 0) & (fr < 1)).all()  # policies give a share in (0, 1)
+    # Without punishment every unit given adds (multiplier - 1) units to the total, so
+    # mean final resources = endowment + (m - 1) x units given per agent per game.
+    mean = rows(a, "mean_resources")["value"].to_numpy()
+    given = rows(a, "given_per_agent")["value"].to_numpy()
+    assert (given > 0).all()
+    np.testing.assert_allclose(mean, 10.0 + 2.0 * given, rtol=1e-5)  # float32 sums
+
+
+# -- configuration and the command line ------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"agents_per_generation": 7}, "agents_per_generation must be even"),
+        ({"rounds": 5}, "rounds must be even"),
+        ({"agents": "mixed", "split": "rules:1,bots:2"}, "accepted: rules, learned, llm"),
+        ({"split": "rules:-1"}, "must be >= 0"),
+        ({"split": "rules:0,llm:0"}, "must not all be 0"),
+        ({"give_fraction": 1.5}, "give_fraction"),
+        ({"agents": "humans"}, "agents"),
+        ({"colour": "red"}, "unknown parameter 'colour'"),
+    ],
+)
+def test_bad_parameters(params, needle):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        scenarios.run("donor-game", write=False, **params)
+
+
+def test_config_documents_every_parameter():
+    assert all(f.description for f in DonorGameConfig.model_fields.values())
+    assert DonorGameConfig().agents_per_generation == 12 and DonorGameConfig().rounds == 12
+    assert "donor-game" in scenarios.names()
+
+
+def test_cli_run_writes_summary_and_plots(tmp_path):
+    out = tmp_path / "cli"
+    cmd = [
+        sys.executable,
+        "-m",
+        "scenarios.cli",
+        "run",
+        "donor-game",
+        "--out",
+        str(out),
+        "--seed",
+        "1",
+    ]
+    for kv in (
+        "agents=rules",
+        "agents_per_generation=4",
+        "rounds=4",
+        "generations=3",
+        "give_fraction=0.5",
+    ):
+        cmd += ["--set", kv]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["metrics"]) == {"mean_resources", "donation_fraction", "punishment_rate"}
+    assert summary["metrics"]["mean_resources"]["mean"] == 28.75
+    assert summary["config"]["agents_per_generation"] == 4
+    assert (out / "plots" / "mean_resources.png").stat().st_size > 0
