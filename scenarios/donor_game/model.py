@@ -102,9 +102,9 @@ class DonorLLMCohort(LLMCohort):
             system_prompt=system_prompt,
             memory_size=0,  # as in the paper: each decision sees its strategy and situation only
             to_action=prompts.signed_units,
+            sample_of=sample_of,
         )
         self.render = render
-        self.sample_of = sample_of
 
     def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict[str, str]]:
         user = self.render(agent, self.personas[pos], fields)
@@ -113,33 +113,11 @@ class DonorLLMCohort(LLMCohort):
             {"role": "user", "content": user},
         ]
 
-    async def aact(self, agents: np.ndarray, obs: Any, key: jax.Array) -> np.ndarray:
-        """One request per due donor, all in flight together (LLMCohort.aact, plus a sample
-        index). A request's ``sample`` is its donor's replicate: identical prompts in different
-        replicates are then independent draws, which the client would otherwise merge."""
-        agents = np.asarray(agents, dtype=np.int64)
-        fields = flat_trace({k: np.asarray(v) for k, v in dict(obs).items()})
-        requests = []
-        # One prompt per LLM donor: the accepted Python loop of LLM cohorts.
-        for i, (a, p) in enumerate(zip(agents.tolist(), self.local(agents).tolist(), strict=True)):
-            row = {k: v[i].item() for k, v in fields.items()}
-            requests.append(
-                Request(
-                    self.messages(a, p, row),
-                    schema=self.schema,
-                    fallback=self.fallback,
-                    sample=self.sample_of(a),
-                    agent=a,
-                    cohort=self.name,
-                )
-            )
-        done = await self.client.complete_many(requests)
-        self.calls += 1
-        given = np.empty(len(agents), np.float64)
-        for i, c in enumerate(done):
-            self.failures += int(not c.ok)
-            given[i] = self.to_action(c.parsed if c.parsed is not None else self.fallback)
-        return units_to_share(given, fields["resources"])
+    def observation_fields(self, obs: Any) -> dict[str, np.ndarray]:
+        return flat_trace({k: np.asarray(v) for k, v in dict(obs).items()})
+
+    def finish(self, actions: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        return units_to_share(actions, fields["resources"])
 
 
 class _Batch:
