@@ -273,3 +273,14 @@ def test_mixed_population_with_llm_agents_against_the_test_server():
 def test_bad_cohort_parameters(params, needle):
     with pytest.raises(ConfigError, match=needle):
         scenarios.run("network-game", write=False, steps=1, agents=20, **params)
+
+
+def test_graph_from_an_edge_list_file(tmp_path):
+    path = tmp_path / "square.txt"
+    path.write_text("# a 4-cycle\n0 1\n1 2\n2 3\n3 0\n")
+    res = scenarios.run("network-game", write=False, graph=str(path), agents=4, steps=2, init_cooperators=1.0)
+    assert res.summary["config"]["graph"] == str(path)
+    assert res.summary["metrics"]["cooperator_fraction"]["values"] == [1.0]
+    path.write_text("0 1\n1 x\n")
+    with pytest.raises(ConfigError, match="square.txt:2"):
+        scenarios.run("network-game", write=False, graph=str(path), agents=4, steps=2)

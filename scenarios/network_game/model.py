@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from scenarios.network_game.config import GRAPHS, NetworkGameConfig
+from scenarios.network_game.config import NetworkGameConfig
 from scenarios.network_game.dynamics import Rules, advance, initial_strategies
 from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
@@ -26,18 +26,16 @@ MAX_TABLE_ENTRIES = 50_000_000
 
 
 def build_topology(cfg: NetworkGameConfig, seed: int) -> Topology:
-    if cfg.graph in GRAPHS:
-        return make_topology(
-            cfg.graph,
-            cfg.agents,
-            degree=cfg.degree,
-            neighbourhood=cfg.neighbourhood,
-            periodic=cfg.periodic,
-            rewire=cfg.rewire,
-            seed=seed,
-        )
-    topo = Topology.from_edgelist(cfg.graph, n=cfg.agents)
-    return topo
+    """The graph by name, or read from the edge-list file ``cfg.graph`` names."""
+    return make_topology(
+        cfg.graph,
+        cfg.agents,
+        degree=cfg.degree,
+        neighbourhood=cfg.neighbourhood,
+        periodic=cfg.periodic,
+        rewire=cfg.rewire,
+        seed=seed,
+    )
 
 
 def compile_neighbours(topo: Topology, synchronous: bool) -> Neighbours:
