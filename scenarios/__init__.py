@@ -26,6 +26,13 @@ if typing.TYPE_CHECKING:
 
 # name -> (config class, scenario class), as "module:attribute".
 REGISTRY: dict[str, tuple[str, str]] = {
+    "public-goods": (
+        "scenarios.public_goods.config:PublicGoodsConfig",
+        "scenarios.public_goods.model:PublicGoods",
+    ),
+    "commons": ("scenarios.commons.config:CommonsConfig", "scenarios.commons.model:Commons"),
+    "epidemic": ("scenarios.epidemic.config:EpidemicConfig", "scenarios.epidemic.model:Epidemic"),
+    "market": ("scenarios.market.config:MarketConfig", "scenarios.market.model:Market"),
     "donor-game": ("scenarios.donor_game.config:DonorGameConfig", "scenarios.donor_game.model:DonorGame"),
     "indirect-reciprocity": (
         "scenarios.indirect_reciprocity.config:IndirectReciprocityConfig",

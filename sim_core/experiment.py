@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import importlib.metadata
 import json
+import math
 import platform
 import time
 import tomllib
@@ -231,8 +232,19 @@ def _write_summary(run_dir: Path | None, summary: dict) -> None:
     if run_dir is None:
         return
     tmp = run_dir / ".summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, allow_nan=True) + "\n")
+    tmp.write_text(json.dumps(_strict_json(summary), indent=2, allow_nan=False) + "\n")
     tmp.replace(run_dir / "summary.json")
+
+
+def _strict_json(value: Any) -> Any:
+    """NaN and infinities become null: summary.json stays valid JSON for every reader."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict_json(v) for v in value]
+    return value
 
 
 def plot_metrics(frame: pd.DataFrame, plots_dir: Path, metrics: list[str] | None = None) -> list[Path]:

@@ -256,7 +256,7 @@ def test_mixed_population_with_llm_agents_against_the_test_server():
     df = res.metrics
     llm_coop = df[(df.metric == "cooperation") & (df.cohort == "llm")]["value"].tolist()
     assert llm_coop == [0.75, 0.75, 0.75]
-    requests = df[(df.metric == "llm_requests") & (df.cohort == "")]["value"].tolist()
+    requests = df[(df.metric == "llm_requests") & df.cohort.isna()]["value"].tolist()
     assert requests == [30.0]  # 10 LLM agents x 3 rounds
     assert "neighbours cooperated" in replies[0] and "Round 1" in replies[0]
     assert set(df[df.metric == "cooperation"]["cohort"]) == {"rules", "learned", "llm"}

@@ -200,3 +200,33 @@ def test_merge_and_free_agency():
     assert not pop.alive[[5, 11]].any() and pop.alive[[8, 10]].all()
     rep = pop.replacements()
     assert rep["replaced"].tolist() == [5] and rep["time"].tolist() == [4.0]
+
+
+def test_llm_templates_read_string_fields_of_any_dtype():
+    """Observation fields of names (object or unicode arrays) reach the prompt as text."""
+    seen: list[str] = []
+
+    def reply(body: dict) -> str:
+        seen.append(body["messages"][-1]["content"])
+        return json.dumps({"give": 1})
+
+    async def go():
+        async with TestServer(reply=reply) as srv:
+            cfg = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1", max_retries=0)
+            async with LLMClient(cfg) as client:
+                llm = LLMCohort(
+                    "llm", np.arange(2), client, schema=Give, fallback=Give(give=0),
+                    template="Partner {partner} ({mood}), round {round}.",
+                )
+                obs = {
+                    "partner": np.array(["ann", "bob"], dtype=object),
+                    "mood": np.array(["calm", "cross"]),
+                    "round": np.int64(3),
+                }
+                return await llm.aact(np.arange(2), obs, jax.random.key(0))
+
+    acts = asyncio.run(go())
+    assert np.asarray(acts).tolist() == [1, 1]
+    assert sorted(s[s.index("Partner"):] for s in seen) == [
+        "Partner ann (calm), round 3.", "Partner bob (cross), round 3."
+    ]

@@ -130,6 +130,20 @@ def test_user_scenario_writes_run_directory(tmp_path: Path):
     assert res.headline()["metric"].tolist() == ["level"]
 
 
+def test_summary_is_strict_json_when_a_metric_is_undefined(tmp_path: Path):
+    class Undefined(Constant):
+        def run(self, cfg, ctx):
+            return {"level": np.array([np.nan, 1.0, np.inf])}
+
+    res = run_scenario(Undefined, replicates=3, out=tmp_path / "u")
+    text = (tmp_path / "u" / "summary.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    assert summary["metrics"]["level"]["values"] == [None, 1.0, None]
+    assert summary["metrics"]["level"]["mean"] == 1.0
+    assert np.isnan(res.summary["metrics"]["level"]["values"][0])  # in memory: still a float
+
+
 def test_bad_parameters_are_one_line_config_errors(tmp_path: Path):
     with pytest.raises(ConfigError, match="unknown parameter 'levle'; accepted: level"):
         run_scenario(Constant, write=False, levle=1)

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from society.mix import parse_weights
-
-AGENT_KINDS = ("rules", "learned", "llm")
-
-
-def parse_split(split: str) -> dict[str, float]:
-    """``"rules:8,learned:1,llm:1"`` -> ``{"rules": 8.0, "learned": 1.0, "llm": 1.0}``."""
-    return parse_weights(split, AGENT_KINDS, "split")
+from scenarios.fields import Split, parse_split
 
 
 class DivisionOfLabourConfig(BaseModel):
@@ -61,7 +54,7 @@ class DivisionOfLabourConfig(BaseModel):
         "threshold rule s^2 / (s^2 + theta^2)), learned (REINFORCE policies), llm, or mixed "
         "(see split)",
     )
-    split: str | None = Field(
+    split: Split | None = Field(
         None,
         description="agent_type=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1'",
     )
@@ -73,13 +66,6 @@ class DivisionOfLabourConfig(BaseModel):
     trace_agents: int = Field(
         20, ge=0, description="agents (the first ids) whose thresholds are recorded over time"
     )
-
-    @field_validator("split")
-    @classmethod
-    def _split(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_split(v)
-        return v
 
     @model_validator(mode="after")
     def _check(self) -> DivisionOfLabourConfig:

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from scenarios.division_of_labour.config import AGENT_KINDS, DivisionOfLabourConfig
+from scenarios.division_of_labour.config import DivisionOfLabourConfig
 from scenarios.division_of_labour.dynamics import (
     STEEPNESS,
     Params,
@@ -44,11 +44,12 @@ from scenarios.division_of_labour.dynamics import (
     transition_batch,
 )
 from scenarios.division_of_labour.prompts import FALLBACK, SYSTEM, Work, template
+from scenarios.fields import KINDS
 from sim_core.experiment import RunContext, Scenario
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
-from society.llm.session import open_client
+from society.llm.session import open_client, record_usage
 from society.metrics import dol_index, emergent_niches, task_entropy
 from society.population import Population
 
@@ -241,23 +242,11 @@ class DivisionOfLabour(Scenario):
                 counts[reps], end = await self._run_population(cfg, ctx, p, reps, kinds, client)
                 if ctx.stop_reason:
                     break
-            for row in client.usage.rows():
-                gid = row.get("agent")
-                labels = {"cohort": row["cohort"]} if "cohort" in row else {}
-                if gid is None:
-                    ctx.recorder.record(end, row["metric"], row["value"], replicate=-1, **labels)
-                else:
-                    ctx.recorder.record(
-                        end,
-                        row["metric"],
-                        row["value"],
-                        replicate=gid // cfg.agents,
-                        agent=gid % cfg.agents,
-                    )
+            record_usage(ctx.recorder, client, end, agents_per_replicate=cfg.agents)
 
     def _cohorts(self, cfg, ctx: RunContext, gids: np.ndarray, kinds: np.ndarray, client) -> list:
         cohorts = []
-        for kind in AGENT_KINDS:  # rules first: cohort 0, as the rule engine assumes
+        for kind in KINDS:  # rules first: cohort 0, as the rule engine assumes
             ids = gids[kinds == kind]
             if not ids.size:
                 continue

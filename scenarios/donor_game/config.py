@@ -6,14 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from society.mix import parse_weights
-
-KINDS = ("rules", "learned", "llm")
-
-
-def parse_split(spec: str) -> dict[str, float]:
-    """``"rules:8,learned:1,llm:1"`` -> ``{"rules": 8.0, "learned": 1.0, "llm": 1.0}``."""
-    return parse_weights(spec, KINDS, "split")
+from scenarios.fields import Split
 
 
 class DonorGameConfig(BaseModel):
@@ -27,7 +20,7 @@ class DonorGameConfig(BaseModel):
         "given), learned (small policies, REINFORCE within a life and selection across "
         "generations), rules (give a fixed share give_fraction), or mixed (see split)",
     )
-    split: str = Field(
+    split: Split = Field(
         "rules:1,learned:1,llm:1",
         description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
         "(counts by largest remainder, placed at random); ignored otherwise",
@@ -93,8 +86,3 @@ class DonorGameConfig(BaseModel):
             raise ValueError(f"{info.field_name} must be even (two halves / two passes), got {v}")
         return v
 
-    @field_validator("split")
-    @classmethod
-    def _split(cls, v: str) -> str:
-        parse_split(v)
-        return v

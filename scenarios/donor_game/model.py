@@ -15,7 +15,6 @@ row + first replicate * N), so each round is one observation kernel, one call pe
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios.donor_game import prompts
-from scenarios.donor_game.config import KINDS, DonorGameConfig
+from scenarios.donor_game.config import DonorGameConfig
 from scenarios.donor_game.dynamics import (
     LEARNED_FEATURES,
     flat_trace,
@@ -35,12 +34,13 @@ from scenarios.donor_game.dynamics import (
     pairings,
     play_round,
 )
+from scenarios.fields import KINDS
 from sim_core.experiment import RunContext, Scenario, plot_metrics
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
 from society.llm import LLMClient, Request
-from society.llm.session import open_client
+from society.llm.session import open_client, record_usage
 from society.metrics import donation_fraction, gini
 from society.population import Population
 
@@ -446,16 +446,13 @@ class DonorGame(Scenario):
         needs_llm = cfg.agents == "llm" or (
             cfg.agents == "mixed" and "llm" in parse_mix(cfg.split, n, 0).tolist()
         )
-        opened = (
-            open_client(
-                ctx.options,
-                run_dir=ctx.run_dir,
-                max_tokens=cfg.llm_max_tokens,
-                temperature=cfg.llm_temperature,
-                budget_tokens=cfg.llm_budget_tokens,
-            )
-            if needs_llm
-            else contextlib.nullcontext(None)
+        opened = open_client(
+            ctx.options,
+            run_dir=ctx.run_dir,
+            max_tokens=cfg.llm_max_tokens,
+            temperature=cfg.llm_temperature,
+            budget_tokens=cfg.llm_budget_tokens,
+            needed=needs_llm,
         )
         last_gen = 0
         async with opened as client:
@@ -468,21 +465,9 @@ class DonorGame(Scenario):
                 if ctx.stop_reason:
                     break
             if client is not None:
-                self._record_usage(ctx, client, cfg.agents_per_generation, float(last_gen))
+                record_usage(ctx.recorder, client, float(last_gen), agents_per_replicate=cfg.agents_per_generation)
         return out
 
-    @staticmethod
-    def _record_usage(ctx: RunContext, client: LLMClient, n: int, time: float) -> None:
-        """The client's accounting as metric rows: per agent (replicate = id // N, agent =
-        id % N), per cohort and in total (both under replicate 0)."""
-        for row in client.usage.rows():
-            labels: dict[str, Any] = {}
-            rep = 0
-            if "agent" in row:
-                rep, labels["agent"] = divmod(int(row["agent"]), n)
-            if "cohort" in row:
-                labels["cohort"] = row["cohort"]
-            ctx.recorder.record(time, row["metric"], row["value"], replicate=rep, **labels)
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: DonorGameConfig) -> list[Path]:
         """One PNG per per-generation metric against the generation (time = generation)."""

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scenarios.fields import KINDS, Split
 from society.mix import parse_weights
 
 NORMS = ("image-scoring", "standing", "stern-judging")
@@ -13,7 +14,6 @@ NORMS = ("image-scoring", "standing", "stern-judging")
 # pdisc (paradoxical discriminator) gives iff it sees the recipient as bad; random gives with
 # probability 1/2.
 STRATEGIES = ("allc", "alld", "disc", "pdisc", "random")
-KINDS = ("rules", "learned", "llm")
 # Private assessment keeps a population x population matrix of views per replicate.
 MAX_PRIVATE_POPULATION = 8192
 
@@ -27,7 +27,7 @@ class IndirectReciprocityConfig(BaseModel):
     agents: Literal["rules", "learned", "llm", "mixed"] = Field(
         "rules", description="who decides: rule strategies, learned policies, LLM agents, or a mix"
     )
-    split: str | None = Field(
+    split: Split | None = Field(
         None,
         description="agents=mixed only: proportions of kinds, e.g. 'rules:8,learned:1,llm:1'",
     )

@@ -22,7 +22,6 @@ rows (per agent with its replicate; run totals and per-cohort rows with replicat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from sim_core.experiment import RunContext, Scenario
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
-from society.llm.session import open_client
+from society.llm.session import open_client, record_usage
 from society.population import Population
 
 # Private views of a batch (replicates x N x N) are split into batches of at most this many
@@ -132,16 +131,13 @@ class IndirectReciprocity(Scenario):
         names = label_names(cfg)
         out = {"cooperation_rate": np.full(ctx.replicates, np.nan)}
         out.update({f"payoff.{x}": np.full(ctx.replicates, np.nan) for x in names})
-        opened = (
-            open_client(
-                ctx.options,
-                run_dir=ctx.run_dir,
-                max_tokens=32,
-                temperature=cfg.temperature,
-                budget_tokens=cfg.budget_tokens,
-            )
-            if "llm" in names  # LLM agents present (a tiny share may round to none)
-            else contextlib.nullcontext()
+        opened = open_client(
+            ctx.options,
+            run_dir=ctx.run_dir,
+            max_tokens=32,
+            temperature=cfg.temperature,
+            budget_tokens=cfg.budget_tokens,
+            needed="llm" in names,  # LLM agents present (a tiny share may round to none)
         )
         async with opened as client:
             last = 0.0
@@ -153,7 +149,7 @@ class IndirectReciprocity(Scenario):
                 if ctx.stop_reason:
                     break
             if client is not None:
-                self._record_usage(ctx, client, cfg.population, last)
+                record_usage(ctx.recorder, client, last, agents_per_replicate=cfg.population)
         return out
 
     async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, names: list[str], client):
@@ -277,22 +273,6 @@ class IndirectReciprocity(Scenario):
             )
         return cohorts
 
-    @staticmethod
-    def _record_usage(ctx: RunContext, client, n: int, time: float) -> None:
-        """The client's accounting rows: per agent under its replicate, the rest as run-wide
-        rows (replicate -1). A loop over LLM agents' rows, as over their prompts."""
-        for row in client.usage.rows():
-            if "agent" in row:
-                a = int(row["agent"])
-                ctx.recorder.record(
-                    time, row["metric"], row["value"], replicate=a // n, agent=a % n
-                )
-            elif "cohort" in row:
-                ctx.recorder.record(
-                    time, row["metric"], row["value"], replicate=-1, cohort=row["cohort"]
-                )
-            else:
-                ctx.recorder.record(time, row["metric"], row["value"], replicate=-1)
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: Any) -> list[Path]:
         """cooperation.png (cooperation rate and share of good reputations per round) and

@@ -25,7 +25,7 @@ from sim_core.experiment import RunContext
 from sim_core.graph import Neighbours, neighbour_mean, random_neighbour
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, LLMCohort, RuleCohort, parse_mix
-from society.llm.session import open_client
+from society.llm.session import open_client, record_usage
 from society.population import Population
 
 FEATURES = ["neighbours_last", "my_last", "my_last_payoff"]
@@ -94,9 +94,7 @@ async def run_cohorts(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb:
     if needs_llm:
         async with open_client(ctx.options, run_dir=ctx.run_dir, max_tokens=32) as client:
             out = [await _replicate(cfg, ctx, rules, nb, r, client) for r in range(ctx.replicates)]
-            for row in client.usage.rows():  # totals and per cohort (per-agent rows stay in the client)
-                if row.get("agent") is None:
-                    ctx.recorder.record(float(cfg.steps), row["metric"], row["value"], cohort=row.get("cohort") or "")
+            record_usage(ctx.recorder, client, float(cfg.steps))  # per-agent rows stay in the client
             if client.budget_exhausted:
                 ctx.stop_reason = client.budget_message or "LLM budget reached"
     else:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from scenarios.fields import Graph, Split
 from society.mix import parse_weights
 
-GRAPHS = ("complete", "cycle", "lattice", "random-regular", "erdos-renyi", "small-world", "scale-free")
 # Preset payoff matrices (R, S, T, P); any of them can be overridden.
 PRESETS = {
     "pd": (3.0, 0.0, 5.0, 1.0),  # Axelrod's prisoner's dilemma
@@ -23,7 +22,7 @@ class NetworkGameConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    graph: str = Field(
+    graph: Graph = Field(
         "random-regular",
         description="complete | cycle | lattice | random-regular | erdos-renyi | small-world | "
         "scale-free | a path to an edge-list file ('u v' per line)",
@@ -74,7 +73,7 @@ class NetworkGameConfig(BaseModel):
         "'strategies'), learned policies, LLM agents, or a mix given by 'split'; all but plain "
         "rules give continuous donation levels in [0, 1] and one round per generation"
     )
-    split: str = Field("rules:8,learned:1,llm:1", description="agent_type=mixed: relative shares of rules, learned, llm")
+    split: Split = Field("rules:8,learned:1,llm:1", description="agent_type=mixed: relative shares of rules, learned, llm")
     strategies: str | None = Field(
         None, description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (rule library "
         "names); rule agents then imitate strategies by the Fermi rule with 'beta'"
@@ -84,19 +83,6 @@ class NetworkGameConfig(BaseModel):
         "imitation of a neighbour's policy (with 'beta')"
     )
     lr: float = Field(0.05, gt=0, description="learned agents: learning rate")
-
-    @field_validator("graph")
-    @classmethod
-    def _graph(cls, v: str) -> str:
-        if v not in GRAPHS and not Path(v).is_file():
-            raise ValueError(f"must be one of {', '.join(GRAPHS)} or an existing edge-list file")
-        return v
-
-    @field_validator("split")
-    @classmethod
-    def _split(cls, v: str) -> str:
-        parse_weights(v, ("rules", "learned", "llm"), "split")
-        return v
 
     @field_validator("strategies")
     @classmethod

@@ -115,7 +115,7 @@ class LLMCohort(Cohort):
         host = self.observation_fields(obs)
         requests = []
         for i, (a, p) in enumerate(zip(agents.tolist(), pos.tolist(), strict=True)):
-            fields = {k: v[i].item() if v.ndim else v.item() for k, v in host.items()}
+            fields = {k: _scalar(v[i] if v.ndim else v) for k, v in host.items()}
             requests.append(
                 Request(
                     self.messages(a, p, fields),
@@ -182,3 +182,8 @@ class LLMCohort(Cohort):
         self.personas = list(state["personas"])
         self.memory = [deque(m, maxlen=self.memory_size) for m in state["memory"]]
         self.failures = int(state.get("failures", 0))
+
+
+def _scalar(x: Any) -> Any:
+    """A template value: numpy scalars become Python ones; strings and objects pass as they are."""
+    return x.item() if isinstance(x, np.generic | np.ndarray) else x

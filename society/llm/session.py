@@ -16,6 +16,7 @@ from typing import Any
 import pydantic
 
 from sim_core.errors import ConfigError
+from sim_core.recorder import Recorder
 from society.llm import local
 from society.llm.client import LLMClient
 from society.llm.config import LLMConfig
@@ -36,10 +37,14 @@ def config_from_options(options: Mapping[str, Any], *, run_dir: Path | None = No
 
 @asynccontextmanager
 async def open_client(
-    options: Mapping[str, Any], *, run_dir: Path | None = None, **overrides: Any
-) -> AsyncIterator[LLMClient]:
+    options: Mapping[str, Any], *, run_dir: Path | None = None, needed: bool = True, **overrides: Any
+) -> AsyncIterator[LLMClient | None]:
     """Open the run's client; with no ``llm`` option (or ``llm="local"``) start the embedded
-    local model for the duration and stop it afterwards."""
+    local model for the duration and stop it afterwards. ``needed=False`` (a run without LLM
+    agents) yields None and starts nothing."""
+    if not needed:
+        yield None
+        return
     async with AsyncExitStack() as stack:
         model = options.get("llm") or local.LOCAL_MODEL
         if local.is_local_model(model):
@@ -54,3 +59,24 @@ async def open_client(
             cfg = config_from_options(options, run_dir=run_dir, **overrides)
         client = await stack.enter_async_context(LLMClient(cfg))
         yield client
+
+
+def record_usage(
+    recorder: Recorder, client: LLMClient, time: float, *, agents_per_replicate: int | None = None
+) -> None:
+    """The client's accounting as metric rows (``llm_requests``, ``llm_tokens``, ...).
+
+    Totals and per-cohort rows are run-wide (replicate -1; label ``cohort`` on the latter).
+    Scenarios that number agents ``replicate * N + seat`` pass ``agents_per_replicate=N`` to
+    also record per-agent rows under their replicate with label ``agent`` = seat; otherwise
+    per-agent rows stay in the client. The scenario declares the labels it receives.
+    """
+    for row in client.usage.rows():
+        if "agent" in row:
+            if agents_per_replicate is not None:
+                rep, seat = divmod(int(row["agent"]), agents_per_replicate)
+                recorder.record(time, row["metric"], row["value"], replicate=rep, agent=seat)
+        elif "cohort" in row:
+            recorder.record(time, row["metric"], row["value"], replicate=-1, cohort=row["cohort"])
+        else:
+            recorder.record(time, row["metric"], row["value"], replicate=-1)

@@ -1,0 +1,15 @@
+"""A posted-price market with one Sybil operator: fraud with and without Sybil re-entry.
+
+Rule firms (cost-plus, undercut, adaptive) compete; one operator runs 3 fraudulent
+identities. Ratings expose them; re-entering with fresh identities keeps the fraud going.
+Run: .venv/bin/python examples/market.py
+"""
+
+import scenarios
+
+for reentry in (None, 0.5):
+    res = scenarios.run(
+        "market", seed=1, replicates=3, write=False, agents="rules", sybil=1, reentry_rating=reentry
+    )
+    print(f"reentry_rating={reentry}:")
+    print(res.headline().to_string(index=False))

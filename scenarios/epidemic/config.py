@@ -1,0 +1,199 @@
+"""Parameters of the epidemic scenario (pydantic only, so `society describe` starts fast)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scenarios.fields import KINDS, Graph, Split
+from society.mix import parse_weights
+
+BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
+
+
+class EpidemicConfig(BaseModel):
+    """SIR/SEIR epidemics on a graph or well mixed, with isolation decided by rules, learned or LLM agents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Literal["SIR", "SEIR"] = Field(
+        "SIR", description="compartments: SIR, or SEIR with a non-infectious exposed stage"
+    )
+    graph: Graph = Field(
+        "complete",
+        description="complete (well mixed: mass action on counts, no graph is built) | cycle | "
+        "lattice | random-regular | erdos-renyi | small-world | scale-free | a path to an "
+        "edge-list file ('u v' per line), as in network-game",
+    )
+    agents: int = Field(
+        10_000, ge=2, description="number of agents N (a square number for lattice)"
+    )
+    degree: int = Field(
+        8,
+        ge=1,
+        description="k: random-regular degree, small-world ring degree, erdos-renyi mean degree, "
+        "scale-free 2m (unused by complete, cycle and lattice)",
+    )
+    neighbourhood: Literal["moore", "von-neumann"] = Field(
+        "von-neumann", description="lattice neighbourhood"
+    )
+    periodic: bool = Field(True, description="lattice wraps around (torus)")
+    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
+    r0: float = Field(
+        2.5,
+        ge=0.0,
+        description="basic reproduction number of the well-mixed model: the mean number of people "
+        "one infectious person infects in a fully susceptible population at normal contact. "
+        "Exact for the discrete-time chain: the per-infective hazard is beta = r0 * (1 - "
+        "exp(-recovery_rate * dt)) / dt (-> r0 * recovery_rate as dt -> 0). On a graph the "
+        "per-contact rate is tau = beta / <k> (<k> the graph's mean degree), so r0 is the "
+        "mass-action number of the same mean degree; the graph's own R0 is lower",
+    )
+    recovery_rate: float = Field(
+        0.2,
+        gt=0.0,
+        description="gamma: recovery rate per day (mean infectious period 1/gamma days)",
+    )
+    incubation_rate: float = Field(
+        0.2, gt=0.0, description="sigma (SEIR): rate per day of leaving the exposed stage"
+    )
+    initial_infected: float = Field(
+        10,
+        gt=0.0,
+        description="agents infectious on day 0, chosen at random: a count (an integer >= 1) or, "
+        "below 1, a fraction of N (rounded, at least one agent)",
+    )
+    symptomatic: float = Field(
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="probability that an infection shows symptoms; only symptomatic agents know "
+        "they are ill (and, once recovered, that they are immune), and only they count in "
+        "the prevalence agents are told",
+    )
+    days: int = Field(
+        200,
+        ge=1,
+        description="days to simulate at most; a replicate batch stops once no one is "
+        "exposed or infectious",
+    )
+    dt: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="transmission step in days (1/dt must be an integer); agents choose their "
+        "contact level once a day",
+    )
+    agent_type: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "rules",
+        description="who chooses each agent's daily contact level: rules ('behaviour'), learned "
+        "policies (REINFORCE on the daily reward), LLM agents, or a mix given by 'split'. Rules "
+        "by default: the classic SIR/SEIR results are the baseline that the AgentTorch-style "
+        "LLM populations are compared with",
+    )
+    split: Split | None = Field(
+        None,
+        description="agent_type=mixed: relative shares of each kind, e.g. 'rules:8,learned:1,llm:1'",
+    )
+    behaviour: str = Field(
+        "none",
+        description="rule agents' behaviour, or a mix such as 'none:1,isolate-when-sick:1': none "
+        "(always full contact), isolate-when-sick (contact 0 while symptomatic), threshold "
+        "(isolate while symptomatic, and contact 'reduced_contact' while the prevalence seen "
+        "exceeds 'threshold')",
+    )
+    threshold: float = Field(
+        0.02,
+        ge=0.0,
+        le=1.0,
+        description="threshold rule: prevalence above which contacts are reduced",
+    )
+    prevalence_signal: Literal["local", "global"] = Field(
+        "local",
+        description="threshold rule: react to the share of one's contacts with symptoms (local) or "
+        "to the town-wide share (global); the same under graph=complete",
+    )
+    reduced_contact: float = Field(
+        0.5, ge=0.0, le=1.0, description="threshold rule: contact level while prevalence is high"
+    )
+    min_contact: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="lowest contact level any agent can reach (essential contacts); every "
+        "choice is clipped to [min_contact, 1]",
+    )
+    isolation_cost: float = Field(
+        1.0, ge=0.0, description="cost per day of full isolation (times 1 - contact level)"
+    )
+    infection_cost: float = Field(
+        30.0, ge=0.0, description="cost of becoming infected (paid on the day of infection)"
+    )
+    learned_lr: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
+    llm_archetypes: bool = Field(
+        True,
+        description="LLM agents: one call per day per distinct profile (health as the agent "
+        "knows it, prevalence buckets, replicate), fanned out to its agents, as AgentTorch's "
+        "LLM archetypes (affordable for 1e5+ agents); false: one call per LLM agent per day "
+        "with exact numbers and a short memory",
+    )
+    llm_samples: int = Field(
+        1,
+        ge=1,
+        description="LLM archetypes: independent answers per profile, spread over its agents "
+        "(diversity needs llm_temperature > 0)",
+    )
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM sampling temperature")
+    llm_max_tokens: int = Field(
+        96, gt=0, description="LLM reply limit: a one-sentence reason and a number"
+    )
+    llm_budget_tokens: int | None = Field(
+        None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
+    )
+
+    @field_validator("behaviour")
+    @classmethod
+    def _behaviour(cls, v: str) -> str:
+        parse_weights(v, BEHAVIOURS, "behaviour")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> EpidemicConfig:
+        steps = 1.0 / self.dt
+        if abs(steps - round(steps)) > 1e-9:
+            raise ValueError(
+                f"dt must divide a day (1/dt an integer, e.g. 1, 0.5, 0.25), got {self.dt}"
+            )
+        if self.initial_infected >= 1 and self.initial_infected != math.floor(
+            self.initial_infected
+        ):
+            raise ValueError(
+                f"initial_infected must be an integer count >= 1 or a fraction < 1, got {self.initial_infected}"
+            )
+        if self.seeds() > self.agents:
+            raise ValueError(
+                f"initial_infected ({self.seeds()}) must be at most agents ({self.agents})"
+            )
+        if self.agent_type == "mixed" and self.split is None:
+            raise ValueError("agent_type=mixed needs split, e.g. 'rules:8,learned:1,llm:1'")
+        if self.agent_type != "mixed" and self.split is not None:
+            raise ValueError(
+                f"split is only used with agent_type=mixed (agent_type is {self.agent_type})"
+            )
+        return self
+
+    def seeds(self) -> int:
+        """Number of agents infectious on day 0."""
+        if self.initial_infected >= 1:
+            return int(self.initial_infected)
+        return max(1, int(round(self.initial_infected * self.agents)))
+
+    def substeps(self) -> int:
+        """Transmission steps per day."""
+        return int(round(1.0 / self.dt))
+
+    def kinds(self) -> dict[str, float]:
+        """Weights of each kind of agent present (one kind unless mixed)."""
+        return parse_weights(self.split, KINDS, "split") if self.split else {self.agent_type: 1.0}

@@ -1,0 +1,530 @@
+"""The epidemic scenario: SIR/SEIR with behaviour, driven by the scheduler one day per moment.
+
+All replicates of a batch are one population (agent id ``replicate * N + i``): each day
+every cohort acts once for the agents of the replicates where the epidemic is still going
+(someone exposed or infectious), all contact levels are applied at once by the compiled,
+replicate-vmapped transition of ``dynamics.py``, and agents get the day's reward
+``-isolation_cost * (1 - w) - infection_cost * [infected today]`` (learned agents learn
+from it, per-agent LLM agents remember it). A replicate whose epidemic is over stops acting
+and recording, so results do not depend on how replicates are batched.
+
+Rows (time = day): ``susceptible``, ``exposed``, ``infectious``, ``recovered`` (shares),
+``incidence`` (share infected that day), ``contact`` (mean contact level, label ``kind``),
+``llm_calls`` (requests an LLM cohort made that day); at the end ``attack_rate`` (also per
+``kind``), ``peak_prevalence``, ``peak_day``, ``mean_contact`` and the LLM accounting
+(``llm_*``, replicate -1: the whole run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from scenarios.epidemic import prompts
+from scenarios.epidemic.config import EpidemicConfig
+from scenarios.epidemic.dynamics import (
+    E,
+    I,
+    Params,
+    S,
+    advance_day,
+    initial_world,
+    make_params,
+    observe,
+)
+from scenarios.fields import KINDS
+from sim_core.errors import ConfigError
+from sim_core.experiment import RunContext, Scenario
+from sim_core.graph import Neighbours
+from sim_core.scheduler import Scheduler
+from society.cohorts import Cohort, LearnedCohort, LLMCohort, RuleCohort, parse_mix
+from society.llm import LLMClient
+from society.llm.archetypes import Archetypes
+from society.llm.session import open_client, record_usage
+from society.population import Population
+from society.topology import make_topology
+
+HEADLINE = ("attack_rate", "peak_prevalence", "peak_day", "mean_contact")
+FEATURES = ["symptomatic", "recovered_known", "local_prevalence", "global_prevalence"]
+COMPARTMENTS = ("susceptible", "exposed", "infectious", "recovered")
+
+
+# -- rule behaviours (vectorised over the due agents) -------------------------------------------
+def _none(obs, keys, params):
+    return jnp.ones(keys.shape[:1], jnp.float32)
+
+
+def _isolate_when_sick(obs, keys, params):
+    return jnp.where(jnp.asarray(obs["symptomatic"]) > 0, 0.0, 1.0).astype(jnp.float32)
+
+
+def _prevalence_threshold(obs, keys, params):
+    sick = jnp.asarray(obs["symptomatic"]) > 0
+    high = jnp.asarray(obs["prevalence_seen"]) > params["threshold"]
+    return jnp.where(sick, 0.0, jnp.where(high, params["reduced"], 1.0)).astype(jnp.float32)
+
+
+# Config names -> strategy names ("threshold" is taken by the rule library's responder).
+BEHAVIOUR_STRATEGY = {
+    "none": "none",
+    "isolate-when-sick": "isolate-when-sick",
+    "threshold": "prevalence-threshold",
+}
+STRATEGIES = {
+    "none": _none,
+    "isolate-when-sick": _isolate_when_sick,
+    "prevalence-threshold": _prevalence_threshold,
+}
+
+
+def status_code(obs: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Health as the agent knows it: 0 no symptoms, 1 ill with symptoms, 2 recovered after them."""
+    return np.where(obs["symptomatic"] > 0, 1, np.where(obs["recovered_known"] > 0, 2, 0))
+
+
+# -- LLM agents ----------------------------------------------------------------------------------
+class ArchetypeLLMCohort(Cohort):
+    """LLM agents as archetypes (AgentTorch): each day, one request per distinct profile
+    (replicate, known health, local and town prevalence buckets, trend) and sample, fanned
+    out to the profile's agents as arrays. The replicate is part of the profile so that
+    replicates draw independently; the prompt itself does not show it."""
+
+    is_async = True
+
+    def __init__(
+        self,
+        name: str,
+        agents: np.ndarray,
+        client: LLMClient,
+        *,
+        system: str,
+        n_agents: int,
+        n_samples: int,
+        graph: bool,
+    ):
+        super().__init__(name, agents)
+        self.client, self.system, self.n_agents = client, system, n_agents
+        self.n_samples, self.graph = n_samples, graph
+        self.failures = 0
+        self.last_calls = 0
+
+    def render(self, day: int, profile: np.ndarray) -> list[dict[str, str]]:
+        _, status, local, town, tr = (int(x) for x in profile)
+        user = prompts.situation(
+            day=day,
+            status=status,
+            contacts="Among the people you meet regularly" if self.graph else None,
+            local=prompts.BUCKET_TEXT[local],
+            town=prompts.BUCKET_TEXT[town],
+            trend_code=tr,
+        )
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    async def aact(self, agents: np.ndarray, obs: Any, key: jax.Array) -> np.ndarray:
+        agents = np.asarray(agents, np.int64)
+        obs = {k: np.asarray(v) for k, v in dict(obs).items()}
+        rows = np.stack(
+            [
+                agents // self.n_agents,
+                status_code(obs),
+                prompts.bucket(obs["local_prevalence"]),
+                prompts.bucket(obs["global_prevalence"]),
+                prompts.trend(obs["global_change"], obs["global_prevalence"]),
+            ],
+            axis=1,
+        )
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
+        arch = Archetypes.from_profiles(rows, n_samples=self.n_samples, seed=seed)
+        day = int(obs["day"][0])
+        requests = arch.requests(
+            lambda prof: self.render(day, prof),
+            schema=prompts.ContactChoice,
+            fallback=prompts.FALLBACK,
+            cohort=self.name,
+        )
+        rep = arch.profiles[arch.group_profile, 0]
+        requests = [
+            dataclasses.replace(r, sample=int(g) * self.n_samples + r.sample)
+            for r, g in zip(requests, rep.tolist(), strict=True)
+        ]
+        done = await self.client.complete_many(requests)
+        self.last_calls = len(done)
+        self.failures += sum(not c.ok for c in done)
+        contact = np.array(
+            [(c.parsed or prompts.FALLBACK).contact for c in done], dtype=np.float64
+        )  # a loop over groups, not agents
+        return arch.fan_out(contact)
+
+
+class PerAgentLLMCohort(LLMCohort):
+    """One LLM call per agent per day with exact numbers and a short memory of its choices
+    and their costs (``llm_archetypes=false``; for small populations)."""
+
+    def __init__(self, name, agents, client, *, system: str, graph: bool, n_agents: int):
+        super().__init__(
+            name,
+            agents,
+            client,
+            schema=prompts.ContactChoice,
+            fallback=prompts.FALLBACK,
+            template="{prompt}",
+            system_prompt=system,
+            memory_size=4,
+            to_action=lambda m: m.contact,
+            sample_of=lambda agent: agent // n_agents,  # replicates draw independently
+        )
+        self.graph = graph
+        self.last_calls = 0
+
+    def observation_fields(self, obs: Any) -> dict[str, np.ndarray]:
+        obs = {k: np.asarray(v) for k, v in dict(obs).items()}
+        status = status_code(obs)
+        tr = prompts.trend(obs["global_change"], obs["global_prevalence"])
+        texts = []
+        for i in range(status.size):  # one prompt per LLM agent: the accepted loop
+            deg = int(obs["degree"][i])
+            texts.append(
+                prompts.situation(
+                    day=int(obs["day"][i]),
+                    status=int(status[i]),
+                    contacts=prompts.contacts_phrase(deg) if self.graph else None,
+                    local=str(int(round(float(obs["local_prevalence"][i]) * deg))),
+                    town=prompts.percent(float(obs["global_prevalence"][i])),
+                    trend_code=int(tr[i]),
+                )
+            )
+        self.last_calls = status.size
+        return {"prompt": np.asarray(texts, dtype=str)}
+
+
+# -- one batch of replicates ---------------------------------------------------------------------
+class _Batch:
+    def __init__(
+        self,
+        cfg: EpidemicConfig,
+        ctx: RunContext,
+        reps: np.ndarray,
+        p: Params,
+        nb: Neighbours | None,
+        degree: np.ndarray,
+        client: LLMClient | None,
+        system: str,
+    ):
+        self.cfg, self.ctx, self.reps, self.p, self.nb, self.client = cfg, ctx, reps, p, nb, client
+        n, b = cfg.agents, reps.size
+        self.n, self.b = n, b
+        self.gids = (reps[:, None] * n + np.arange(n)).ravel()
+        self.kinds = np.concatenate([kinds_of(cfg, ctx, int(r)) for r in reps])
+        self.kind_names = tuple(k for k in KINDS if (self.kinds == k).any())
+        try:
+            cohorts = [self._cohort(k, system) for k in self.kind_names]
+        except ValueError as exc:  # a bad behaviour mix is user input
+            raise ConfigError(str(exc)) from None
+        self.pop = Population(cohorts)
+        self.numeric = self.kinds != "llm"
+        self.degree = np.tile(degree.astype(np.float32), b)
+        self.world_keys = ctx.rng.keys("world", reps)
+        self.act_key, self.learn_key = ctx.rng.key("act"), ctx.rng.key("learn")
+        worlds = [
+            initial_world(ctx.rng.numpy("init", int(r)), n, cfg.seeds(), cfg.symptomatic)
+            for r in reps
+        ]
+        self.health = jnp.asarray(np.stack([h for h, _ in worlds]))
+        self.sym = jnp.asarray(np.stack([s for _, s in worlds]))
+        self.was_active = np.ones(b, bool)
+        self.prev_global: np.ndarray | None = None
+        self.contact_sum = np.zeros(b * n)
+        self.active_days = np.zeros(b)
+        self.peak = np.zeros(b)
+        self.peak_day = np.zeros(b)
+        self.day = 0
+        self.sim = Scheduler()
+
+    def _cohort(self, kind: str, system: str) -> Cohort:
+        cfg, ctx = self.cfg, self.ctx
+        ids = self.gids[self.kinds == kind]
+        if kind == "rules":
+            # A behaviour mix is drawn per replicate, over that replicate's rule agents.
+            mix = np.concatenate(
+                [
+                    parse_mix(
+                        cfg.behaviour,
+                        int((ids // self.n == r).sum()),
+                        ctx.rng.numpy("behaviour", int(r)),
+                    )
+                    for r in self.reps
+                ]
+            )
+            names = [BEHAVIOUR_STRATEGY[m] for m in mix.tolist()]
+            params = {
+                "prevalence-threshold": {"threshold": cfg.threshold, "reduced": cfg.reduced_contact}
+            }
+            return RuleCohort("rules", ids, names, strategies=STRATEGIES, params=params)
+        if kind == "learned":
+            return LearnedCohort(
+                "learned",
+                ids,
+                features=FEATURES,
+                actions="continuous",
+                rule="reinforce",
+                lr=cfg.learned_lr,
+                key=ctx.rng.key("learned-init"),  # draws depend on (key, agent id) only
+            )
+        if self.client is None:
+            raise RuntimeError("LLM agents need an LLM client")
+        graph = self.nb is not None
+        if cfg.llm_archetypes:
+            return ArchetypeLLMCohort(
+                "llm", ids, self.client, system=system, n_agents=self.n,
+                n_samples=cfg.llm_samples, graph=graph,
+            )  # fmt: skip
+        return PerAgentLLMCohort(
+            "llm", ids, self.client, system=system, graph=graph, n_agents=self.n
+        )
+
+    async def run(self) -> None:
+        self.sim.every(1.0, self.step, name="epidemic day")
+        await self.sim.arun()
+
+    def _record(
+        self, t: float, metric: str, values: np.ndarray, mask: np.ndarray, **labels
+    ) -> None:
+        if mask.any():
+            self.ctx.recorder.record(
+                t, metric, np.asarray(values)[mask], replicate=self.reps[mask], **labels
+            )
+
+    async def step(self) -> None:
+        cfg, d, b, n = self.cfg, self.day, self.b, self.n
+        obs, shares = observe(self.p, self.nb, self.health, self.sym)
+        shares = np.asarray(shares, np.float64)
+        t = float(d)
+        for c, name in enumerate(COMPARTMENTS):
+            if name != "exposed" or cfg.model == "SEIR":
+                self._record(t, name, shares[:, c], self.was_active)
+        prevalence = shares[:, I]
+        higher = self.was_active & (prevalence > self.peak)
+        self.peak = np.where(higher, prevalence, self.peak)
+        self.peak_day = np.where(higher, t, self.peak_day)
+        active = (shares[:, E] + shares[:, I]) > 0
+        self.was_active = active
+        if d == cfg.days or not active.any():
+            self.sim.stop("days" if active.any() else "no one infected")
+            return
+        host = {k: np.asarray(v).ravel() for k, v in obs.items()}
+        glob = np.asarray(obs["global_prevalence"])[:, 0]
+        prev = glob if self.prev_global is None else self.prev_global
+        self.prev_global = glob
+        host["global_change"] = np.repeat(glob - prev, n).astype(np.float32)
+        seen = "local_prevalence" if cfg.prevalence_signal == "local" else "global_prevalence"
+        host["prevalence_seen"] = host[seen]
+        host["day"] = np.full(b * n, d, np.int32)
+        host["degree"] = self.degree
+        # Numeric agents act every day (one batch shape, one compile); LLM agents only where
+        # the epidemic is still going. Days after it ended count nowhere.
+        due = np.repeat(active, n) | self.numeric
+        sub = {k: v[due] for k, v in host.items()}
+        raw = np.asarray(
+            await self.pop.act(self.gids[due], sub, jax.random.fold_in(self.act_key, d))
+        )
+        w = np.ones(b * n, np.float32)
+        w[due] = np.clip(raw, cfg.min_contact, 1.0)
+        self.health, self.sym, new = advance_day(
+            self.p, self.nb, self.world_keys, d, self.health, self.sym, jnp.asarray(w.reshape(b, n))
+        )
+        new = np.asarray(new).ravel()
+        reward = -cfg.isolation_cost * (1.0 - w) - cfg.infection_cost * new
+        self.pop.learn(
+            self.gids[due],
+            sub,
+            raw,
+            reward[due].astype(np.float32),
+            jax.random.fold_in(self.learn_key, d),
+        )
+        self.contact_sum += w * np.repeat(active, n)
+        self.active_days += active
+        self._record(t + 1, "incidence", new.reshape(b, n).mean(axis=1), active)
+        wk = w.reshape(b, n)
+        kinds = self.kinds.reshape(b, n)
+        for kind in self.kind_names:
+            m = kinds == kind
+            mean = (wk * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1)
+            self._record(t, "contact", mean, active & m.any(axis=1), kind=kind)
+        if "llm" in self.kind_names:
+            calls = self.pop.cohort("llm").last_calls
+            self.ctx.recorder.record(t, "llm_calls", float(calls), replicate=-1, kind="llm")
+        self.day = d + 1
+        if self.client is not None and self.client.budget_exhausted:
+            self.ctx.stop_reason = self.client.budget_message or "LLM budget reached"
+            self.sim.stop("llm budget")
+
+    def results(self) -> dict[str, np.ndarray]:
+        """Headline values of this batch's replicates (and per kind when mixed)."""
+        b, n = self.b, self.n
+        ever = (np.asarray(self.health) != S).reshape(b, n)
+        contact = self.contact_sum.reshape(b, n)
+        days = np.maximum(self.active_days, 1)
+        out = {
+            "attack_rate": ever.mean(axis=1),
+            "peak_prevalence": self.peak,
+            "peak_day": self.peak_day,
+            "mean_contact": contact.sum(axis=1) / (days * n),
+        }
+        t = float(self.day)
+        everyone = np.ones(b, bool)
+        for k, v in out.items():
+            self._record(t, k, v, everyone)
+        if self.cfg.agent_type == "mixed":
+            kinds = self.kinds.reshape(b, n)
+            for kind in KINDS:
+                m = kinds == kind
+                has = m.any(axis=1)
+                cnt = np.maximum(m.sum(axis=1), 1)
+                attack = np.where(has, (ever * m).sum(axis=1) / cnt, np.nan)
+                mean_w = np.where(has, (contact * m).sum(axis=1) / (days * cnt), np.nan)
+                out[f"attack_rate.{kind}"], out[f"mean_contact.{kind}"] = attack, mean_w
+                self._record(t, "attack_rate", attack, has, kind=kind)
+                self._record(t, "mean_contact", mean_w, has, kind=kind)
+        return out
+
+
+def kinds_of(cfg: EpidemicConfig, ctx: RunContext, replicate: int) -> np.ndarray:
+    """Kind of every agent of one replicate (a mix is drawn per replicate)."""
+    if cfg.split is None:
+        return np.full(cfg.agents, cfg.agent_type, dtype=object)
+    return parse_mix(cfg.split, cfg.agents, ctx.rng.numpy("split", replicate)).astype(object)
+
+
+def build_graph(
+    cfg: EpidemicConfig, ctx: RunContext
+) -> tuple[Neighbours | None, np.ndarray, float | None]:
+    """(neighbours, degree per agent, mean degree); well mixed: (None, N - 1 each, None)."""
+    if cfg.graph == "complete":
+        return None, np.full(cfg.agents, cfg.agents - 1), None
+    seed = int(ctx.rng.numpy("graph").integers(2**31))
+    try:  # graph parameters are user input: their errors are config errors
+        topo = make_topology(
+            cfg.graph, cfg.agents, degree=cfg.degree, neighbourhood=cfg.neighbourhood,
+            periodic=cfg.periodic, rewire=cfg.rewire, seed=seed,
+        )  # fmt: skip
+        if topo.n != cfg.agents:
+            raise ValueError(f"graph '{cfg.graph}' has {topo.n} nodes but agents={cfg.agents}")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    degree = np.asarray(topo.degree)
+    return topo.neighbours(), degree, float(degree.mean())
+
+
+def params_of(cfg: EpidemicConfig, mean_degree: float | None) -> Params:
+    return make_params(
+        model=cfg.model,
+        r0=cfg.r0,
+        recovery_rate=cfg.recovery_rate,
+        incubation_rate=cfg.incubation_rate,
+        symptomatic=cfg.symptomatic,
+        dt=cfg.dt,
+        n=cfg.agents,
+        mean_degree=mean_degree,
+    )
+
+
+class Epidemic(Scenario):
+    """SIR/SEIR with behaviour (AgentTorch-style LLM archetypes, rules or learned policies)."""
+
+    name = "epidemic"
+    Config = EpidemicConfig
+    headline = HEADLINE
+    labels = {"kind": str, "cohort": str}
+
+    def run(self, cfg: EpidemicConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
+        return asyncio.run(self._arun(cfg, ctx))
+
+    async def _arun(self, cfg: EpidemicConfig, ctx: RunContext) -> dict[str, np.ndarray]:
+        nb, degree, mean_degree = build_graph(cfg, ctx)
+        p = params_of(cfg, mean_degree)
+        system = prompts.system_prompt(
+            agents=cfg.agents,
+            r0=cfg.r0,
+            recovery_rate=cfg.recovery_rate,
+            incubation_rate=cfg.incubation_rate if cfg.model == "SEIR" else None,
+            symptomatic=cfg.symptomatic,
+            isolation_cost=cfg.isolation_cost,
+            infection_cost=cfg.infection_cost,
+            min_contact=cfg.min_contact,
+        )
+        # Whether any LLM agent plays (the counts of a split do not depend on the shuffle).
+        needs_llm = "llm" in kinds_of(cfg, ctx, 0).tolist()
+        opened = open_client(
+            ctx.options,
+            run_dir=ctx.run_dir,
+            max_tokens=cfg.llm_max_tokens,
+            temperature=cfg.llm_temperature,
+            budget_tokens=cfg.llm_budget_tokens,
+            needed=needs_llm,
+        )
+        out: dict[str, np.ndarray] = {}
+        last_day = 0
+        async with opened as client:
+            for reps in ctx.replicate_batches():
+                batch = _Batch(cfg, ctx, reps, p, nb, degree, client, system)
+                await batch.run()
+                for k, v in batch.results().items():
+                    out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
+                last_day = max(last_day, batch.day)
+                if ctx.stop_reason:
+                    break
+            if client is not None:  # totals and per cohort; per-agent rows stay in the client
+                record_usage(ctx.recorder, client, float(last_day))
+        return out
+
+    def plot(self, frame: pd.DataFrame, plots_dir: Path, config: EpidemicConfig) -> list[Path]:
+        """One figure: compartments over time, daily incidence, and contact level by kind
+        (means over replicates, each replicate faint)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        if frame.empty:
+            return []
+        frame = frame[frame["replicate"] >= 0]
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4), dpi=100)
+        colours = dict(
+            zip(COMPARTMENTS, ("tab:blue", "tab:orange", "tab:red", "tab:green"), strict=True)
+        )
+        for name in COMPARTMENTS:
+            sub = frame[frame["metric"] == name]
+            if sub.empty:
+                continue
+            mean = sub.groupby("time")["value"].mean()
+            axes[0].plot(mean.index, mean.values, color=colours[name], label=name)
+        axes[0].set(
+            xlabel="day", ylabel="share of agents", title=f"{config.model} on {config.graph}"
+        )
+        axes[0].legend(fontsize=8)
+        sub = frame[frame["metric"] == "incidence"]
+        for _, rep in sub.groupby("replicate"):
+            axes[1].plot(rep["time"], rep["value"], color="tab:red", alpha=0.3, lw=0.8)
+        axes[1].set(xlabel="day", ylabel="share newly infected", title="daily incidence")
+        sub = frame[frame["metric"] == "contact"]
+        for kind, part in sub.groupby("kind"):
+            mean = part.groupby("time")["value"].mean()
+            axes[2].plot(mean.index, mean.values, label=str(kind))
+        axes[2].set(
+            xlabel="day", ylabel="mean contact level", title="behaviour by kind", ylim=(-0.05, 1.05)
+        )
+        axes[2].legend(fontsize=8)
+        fig.tight_layout()
+        path = plots_dir / "epidemic.png"
+        fig.savefig(path)
+        plt.close(fig)
+        return [path]

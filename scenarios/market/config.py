@@ -1,0 +1,149 @@
+"""Parameters of the market scenario (pydantic only, so `society describe` starts fast)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scenarios.fields import Split
+from society.mix import parse_weights
+
+RULES = ("cost-plus", "undercut", "adaptive")
+
+
+class MarketConfig(BaseModel):
+    """Posted-price market with Sybil sellers: price volatility, crashes, fraud (Agent Bazaar)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "llm",
+        description="who prices the honest firms: llm (the study is about LLM firms, so this is "
+        "the default; the local model unless --llm is given), learned (REINFORCE on profit), "
+        "rules (see 'strategies'), or mixed (see 'split'); consumers are always vectorised rules",
+    )
+    split: Split = Field(
+        "rules:1,learned:1,llm:1",
+        description="agents=mixed: proportions of firm kinds, e.g. 'rules:3,llm:2' (counts by "
+        "largest remainder, shuffled per replicate); ignored otherwise",
+    )
+    strategies: str = Field(
+        "cost-plus:1,undercut:1,adaptive:1",
+        description="rule firms' strategy mix: cost-plus (cost x (1 + markup)), undercut "
+        "(cheapest rival's price minus undercut_step x cost, not below cost), adaptive (price "
+        "x (1 + adapt_step) after selling out, x (1 - adapt_step) after unsold stock, not below cost)",
+    )
+    firms: int = Field(5, ge=1, description="honest firms (sellers), each with one listing")
+    consumers: int = Field(
+        100, ge=1, description="consumers; each buys at most one unit per period"
+    )
+    periods: int = Field(30, ge=2, description="trading periods (each: post prices, then clear)")
+    unit_cost: float = Field(1.0, gt=0, description="honest firms' cost per unit sold")
+    capacity: int = Field(
+        30, ge=1, description="units each listing can sell per period (unsold stock is not kept)"
+    )
+    quality: float = Field(1.0, gt=0, description="true (and claimed) quality of honest firms")
+    value_min: float = Field(
+        1.0, ge=0, description="consumers' value per unit of quality: lower end of the uniform draw"
+    )
+    value_max: float = Field(
+        3.0, gt=0, description="consumers' value per unit of quality: upper end of the uniform draw"
+    )
+    visible: int | None = Field(
+        None,
+        ge=1,
+        description="listings each consumer sees per period (a fresh random subset each period); "
+        "None: all of them",
+    )
+    initial_price: float = Field(2.0, gt=0, description="every honest firm's price before period 1")
+    max_price: float = Field(
+        4.0,
+        gt=0,
+        description="highest price a firm may post: LLM prices are clipped to [0, max_price]; a "
+        "learned firm's action a in (0, 1) posts a x max_price (a markup of a x max_price / "
+        "unit_cost - 1, so below-cost prices are possible)",
+    )
+    markup: float = Field(
+        0.5, ge=0, description="cost-plus firms: price = unit_cost x (1 + markup)"
+    )
+    undercut_step: float = Field(
+        0.05, gt=0, description="undercut firms: how far below the cheapest rival, in units of cost"
+    )
+    adapt_step: float = Field(
+        0.1, gt=0, lt=1, description="adaptive firms: relative price change per period"
+    )
+    sybil: int = Field(
+        0, ge=0, description="fraudulent operators, each controlling sybil_identities listings"
+    )
+    sybil_identities: int = Field(3, ge=1, description="seller identities per Sybil operator")
+    sybil_quality: float = Field(
+        0.2, ge=0, description="true quality a Sybil listing delivers (it claims 'quality')"
+    )
+    sybil_cost: float = Field(0.2, ge=0, description="a Sybil operator's cost per unit sold")
+    sybil_discount: float = Field(
+        0.9,
+        gt=0,
+        description="Sybil listings post sybil_discount x the lowest honest price of the last "
+        "period (never below sybil_cost): a rule operator undercutting the honest market",
+    )
+    ratings: bool = Field(
+        True,
+        description="a rating system: each listing's perceived quality is the mean of "
+        "rating_prior pseudo-ratings at its claimed quality and one rating per unit sold at the "
+        "true quality delivered; without it consumers believe the claims",
+    )
+    rating_prior: float = Field(
+        5.0, gt=0, description="weight (in ratings) of the claimed quality in a listing's rating"
+    )
+    reentry_rating: float | None = Field(
+        0.5,
+        ge=0,
+        description="a Sybil identity whose rating falls below this is abandoned and replaced by "
+        "a fresh identity (rating reset to the claim) from the next period; None: never",
+    )
+    crash_drop: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="a crash is a period whose price index falls by more than this share, or "
+        "below unit_cost",
+    )
+    learning_rate: float = Field(
+        0.05, ge=0, description="learned firms: REINFORCE step size on each period's profit"
+    )
+    llm_temperature: float = Field(0.7, ge=0.0, le=2.0, description="LLM sampling temperature")
+    llm_max_tokens: int = Field(
+        200, gt=0, description="LLM reply limit in tokens (a short JSON with a brief reason)"
+    )
+    llm_history: int = Field(
+        5, ge=0, description="LLM firms see their own last this many periods (price, sales, profit)"
+    )
+    llm_budget_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="stop the run cleanly at the period in which LLM use reaches this many tokens",
+    )
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v: str) -> str:
+        parse_weights(v, RULES, "strategies")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> MarketConfig:
+        if self.value_max < self.value_min:
+            raise ValueError(
+                f"value_max ({self.value_max}) must be >= value_min ({self.value_min})"
+            )
+        if self.visible is not None and self.visible > self.listings():
+            raise ValueError(
+                f"visible ({self.visible}) must be <= the number of listings "
+                f"(firms + sybil x sybil_identities = {self.listings()}), or None for all"
+            )
+        return self
+
+    def listings(self) -> int:
+        """Listings per market: one per honest firm, then the Sybil identities."""
+        return self.firms + self.sybil * self.sybil_identities

@@ -1,0 +1,492 @@
+"""A posted-price market with Sybil sellers, after Agent Bazaar (Karten, Crow and Jin 2026).
+
+Agent Bazaar studies two failure modes of LLM-run markets: "The Crash" (B2C firms undercut
+each other into a price spiral below unit cost) and "The Lemon Market" (C2C: one deceptive
+agent runs several seller identities with fraudulent listings, eroding trust and consumer
+welfare). This scenario puts both in one posted-price market:
+
+- Honest firms (the decision makers: rules, learned, LLM or a mix) post a price each period;
+  each has a unit cost, a capacity per period and a true quality that it also claims.
+- ``sybil`` rule operators each control ``sybil_identities`` listings that claim the honest
+  quality but deliver ``sybil_quality``; they price at ``sybil_discount`` x the lowest
+  honest price of the last period. With ``ratings`` each listing's rating moves from its
+  claim towards the quality buyers received; an identity rated below ``reentry_rating`` is
+  abandoned and re-enters as a fresh identity (rating reset to the claim).
+- Consumers are vectorised rules; the clearing rule is in :mod:`scenarios.market.dynamics`.
+
+Period 0 is a warm-up: the market clears once at ``initial_price`` (not recorded, ratings
+untouched), so every firm decides period 1 knowing a last period's sales and rivals. Metrics (per replicate, over periods 1..T):
+
+- ``price_volatility``: std over periods of ``log(I_t / I_{t-1})``, I_t = mean honest price;
+- ``consumer_welfare``: mean realised surplus (on true quality) per consumer per period;
+- ``fraud_rate``: share of all purchases made from Sybil listings (0 if nothing sold);
+- ``crash_rate``: share of periods that are crashes (I fell by > ``crash_drop``, or I < cost);
+- with ``agents=mixed``: ``price.<kind>`` and ``profit.<kind>`` (mean per firm per period).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pandas as pd
+
+from scenarios.fields import KINDS
+from scenarios.market import prompts
+from scenarios.market.config import MarketConfig
+from scenarios.market.dynamics import (
+    LEARNED_FEATURES,
+    RULE_STRATEGIES,
+    crashes,
+    market_period,
+    perceived_quality,
+    price_volatility,
+    reenter,
+    sybil_prices,
+)
+from sim_core.experiment import RunContext, Scenario, plot_metrics
+from sim_core.scheduler import Scheduler
+from society.cohorts import LearnedCohort, RuleCohort, parse_mix
+from society.cohorts.llm import LLMCohort
+from society.llm import LLMClient
+from society.llm.session import open_client, record_usage
+from society.population import Population
+
+HEADLINE = ("price_volatility", "consumer_welfare", "fraud_rate")
+HONEST_LISTING = "Standard product, quality {q:g}, ships today."
+SYBIL_LISTING = "Premium product, quality {q:g}, top rated, best price!"
+
+
+class FirmLLMCohort(LLMCohort):
+    """LLM firms: the prompt is rendered from the market state by ``render(agent)``; a reply
+    gives a price (clipped to [0, max_price]) and a listing; no valid reply keeps last price."""
+
+    def __init__(
+        self,
+        name: str,
+        agents: np.ndarray,
+        client: LLMClient,
+        *,
+        render: Callable[[int], str],
+        sample_of: Callable[[int], int],
+        system_prompt: str,
+        max_price: float,
+    ):
+        fallback = prompts.FirmAction.model_construct(
+            reason="no valid reply", price=-1.0, listing=""
+        )
+        super().__init__(
+            name,
+            agents,
+            client,
+            schema=prompts.FirmAction,
+            fallback=fallback,
+            template="",
+            system_prompt=system_prompt,
+            memory_size=0,  # the prompt carries the firm's own history explicitly
+            to_action=self._take,
+            sample_of=sample_of,
+        )
+        self.render = render
+        self.max_price = max_price
+        self.listings: list[str] = []  # listing texts of the last call, in agent order
+
+    def _take(self, choice: Any) -> float:
+        self.listings.append(" ".join(str(choice.listing).split())[: prompts.MAX_LISTING_CHARS])
+        return float(choice.price)
+
+    def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.render(agent)},
+        ]
+
+    async def aact(self, agents: np.ndarray, obs: Any, key: jax.Array) -> np.ndarray:
+        self.listings = []
+        return await super().aact(agents, obs, key)
+
+    def finish(self, actions: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        bad = ~np.isfinite(actions) | (actions < 0)  # the fallback's sentinel
+        return np.where(bad, fields["my_price"], np.clip(actions, 0.0, self.max_price))
+
+
+class _Batch:
+    """One batch of replicates: the market state, the firms' population and the period loop."""
+
+    def __init__(
+        self, cfg: MarketConfig, ctx: RunContext, reps: np.ndarray, client: LLMClient | None
+    ):
+        self.cfg, self.ctx, self.reps, self.client = cfg, ctx, reps, client
+        f, b = cfg.firms, len(reps)
+        self.f, self.b, self.rows = f, b, b * f
+        self.n_list = cfg.listings()
+        self.offset = int(reps[0]) * f  # replicate batches are contiguous ranges
+        kinds = np.concatenate([self._kinds(int(r)) for r in reps])
+        ids = np.arange(self.rows) + self.offset
+        self.kind_names = tuple(k for k in KINDS if (kinds == k).any())
+        self.system = prompts.system_prompt(
+            firms=f,
+            consumers=cfg.consumers,
+            periods=cfg.periods,
+            capacity=cfg.capacity,
+            unit_cost=cfg.unit_cost,
+            quality=cfg.quality,
+            value_min=cfg.value_min,
+            value_max=cfg.value_max,
+            max_price=cfg.max_price,
+            ratings=cfg.ratings,
+        )
+        self.pop = Population([self._cohort(k, ids[kinds == k], reps) for k in self.kind_names])
+        self.kind = np.asarray(self.kind_names, dtype=object)[self.pop.cohort_of[ids]].reshape(b, f)
+        # Listings: honest firms first, then the Sybil identities.
+        fraud = np.arange(self.n_list) >= f
+        self.fraud = fraud
+        self.claim = np.full(self.n_list, cfg.quality)
+        self.true_q = np.where(fraud, cfg.sybil_quality, cfg.quality)
+        self.cost = np.where(fraud, cfg.sybil_cost, cfg.unit_cost)
+        self.values = np.stack(
+            [
+                ctx.rng.numpy("consumers", int(r)).uniform(
+                    cfg.value_min, cfg.value_max, cfg.consumers
+                )
+                for r in reps
+            ]
+        )
+        self.clear_keys = ctx.rng.keys("clear", reps)
+        self.act_key = ctx.rng.key("act")
+        self.learn_key = ctx.rng.key("learn")
+        self.rating_sum = np.zeros((b, self.n_list))
+        self.rating_n = np.zeros((b, self.n_list))
+        self.texts = (
+            np.where(
+                fraud, SYBIL_LISTING.format(q=cfg.quality), HONEST_LISTING.format(q=cfg.quality)
+            )
+            .astype(object)[None]
+            .repeat(b, axis=0)
+        )
+        self.series: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("index", "welfare", "purchases", "fraud", "price", "profit")
+        }
+        self.history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (price, sold, profit)
+        self.t = 0
+        self.sim = Scheduler()
+        honest = np.full((b, f), cfg.initial_price)
+        self._clear(honest)  # period 0: the market clears once at the initial price
+
+    # -- setup -----------------------------------------------------------------------------
+    def _kinds(self, rep: int) -> np.ndarray:
+        if self.cfg.agents != "mixed":
+            return np.full(self.cfg.firms, self.cfg.agents, dtype=object)
+        return parse_mix(self.cfg.split, self.cfg.firms, self.ctx.rng.numpy("split", rep)).astype(
+            object
+        )
+
+    def _cohort(self, kind: str, ids: np.ndarray, reps: np.ndarray):
+        cfg = self.cfg
+        if kind == "rules":
+            per_rep = [ids[(ids - self.offset) // self.f == i].size for i in range(len(reps))]
+            names = np.concatenate(
+                [
+                    parse_mix(cfg.strategies, n, self.ctx.rng.numpy("strategies", int(r)))
+                    for n, r in zip(per_rep, reps, strict=True)
+                ]
+            )
+            return RuleCohort(
+                "rules",
+                ids,
+                names,
+                strategies=RULE_STRATEGIES,
+                params={
+                    "cost-plus": {"markup": cfg.markup},
+                    "undercut": {"step": cfg.undercut_step},
+                    "adaptive": {"step": cfg.adapt_step},
+                },
+            )
+        if kind == "learned":
+            return LearnedCohort(
+                "learned",
+                ids,
+                features=LEARNED_FEATURES,
+                actions="continuous",
+                rule="reinforce",
+                lr=cfg.learning_rate,
+                key=self.ctx.rng.key("learned-init"),  # draws depend on (key, agent id) only
+            )
+        if self.client is None:
+            raise RuntimeError("LLM firms need an LLM client")
+        return FirmLLMCohort(
+            "llm",
+            ids,
+            self.client,
+            render=self.render,
+            sample_of=lambda agent: agent,  # firms in the same situation draw independently
+            system_prompt=self.system,
+            max_price=cfg.max_price,
+        )
+
+    def strategy_of(self) -> np.ndarray:
+        """Rule strategy of each firm (b, f); '' for other kinds."""
+        out = np.full(self.rows, "", dtype=object)
+        if "rules" in self.kind_names:
+            c = self.pop.cohort("rules")
+            out[c.agents - self.offset] = c.strategy_of(c.agents)
+        return out.reshape(self.b, self.f)
+
+    # -- one period ------------------------------------------------------------------------
+    def _clear(self, honest: np.ndarray) -> dict[str, np.ndarray]:
+        """Post ``honest`` prices (b, f) plus the Sybil prices, clear, update ratings."""
+        cfg = self.cfg
+        sybil = sybil_prices(honest, self.n_list - self.f, cfg.sybil_discount, cfg.sybil_cost)
+        price = np.concatenate([honest, sybil], axis=1)
+        perceived = perceived_quality(
+            self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
+        )
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.clear_keys, self.t)
+        out = jax.device_get(
+            market_period(
+                keys,
+                self.values.astype(np.float32),
+                price.astype(np.float32),
+                perceived.astype(np.float32),
+                np.broadcast_to(self.true_q, price.shape).astype(np.float32),
+                np.full(price.shape, cfg.capacity, np.int32),
+                visible=cfg.visible,
+            )
+        )
+        sales = np.asarray(out["sales"], np.float64)
+        if self.t > 0:  # the warm-up clearing of period 0 leaves the ratings untouched
+            self.rating_sum += sales * self.true_q
+            self.rating_n += sales
+        after = perceived_quality(
+            self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
+        )
+        gone = reenter(self.fraud[None] & np.ones_like(after, bool), after, cfg.reentry_rating)
+        self.rating_sum[gone] = 0.0
+        self.rating_n[gone] = 0.0
+        self.price, self.sales = price, sales
+        self.perceived = perceived_quality(
+            self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
+        )
+        self.profit = price * sales - self.cost * sales
+        self.history.append((price[:, : self.f], sales[:, : self.f], self.profit[:, : self.f]))
+        return {**out, "reentries": gone.sum(axis=1), "shown": perceived}
+
+    def observe(self) -> dict[str, np.ndarray]:
+        """Each firm's view of the last period (rows: replicate-major)."""
+        cfg, f = self.cfg, self.f
+        mine = self.price[:, :f]
+        others = np.where(np.eye(f, self.n_list, dtype=bool)[None], np.inf, self.price[:, None, :])
+        index = np.repeat(mine.mean(axis=1, keepdims=True), f, axis=1)
+        cost = np.full(mine.shape, cfg.unit_cost)
+        obs = {
+            "cost": cost,
+            "my_price": mine,
+            "min_rival": others.min(axis=2) if self.n_list > 1 else mine,
+            "sold_frac": self.sales[:, :f] / cfg.capacity,
+            "index": index,
+            "price_ratio": mine / cfg.unit_cost,
+            "index_ratio": index / cfg.unit_cost,
+        }
+        return {k: v.reshape(-1).astype(np.float32) for k, v in obs.items()}
+
+    def render(self, agent: int) -> str:
+        """The prompt of one LLM firm (called by the LLM cohort, one firm at a time)."""
+        row = agent - self.offset
+        r, f = divmod(row, self.f)
+        cfg = self.cfg
+        start = max(0, len(self.history) - cfg.llm_history)
+        hist = [
+            (t, float(p[r, f]), int(s[r, f]), float(pi[r, f]))
+            for t, (p, s, pi) in enumerate(self.history[start:], start=start)
+        ]
+        rivals = [
+            (float(self.price[r, j]), float(self.perceived[r, j]), str(self.texts[r, j]))
+            for j in range(self.n_list)
+            if j != f
+        ]
+        return prompts.firm_prompt(
+            firm=f + 1,
+            period=self.t + 1,
+            periods=cfg.periods,
+            unit_cost=cfg.unit_cost,
+            capacity=cfg.capacity,
+            history=hist,
+            rivals=rivals,
+            index=float(self.price[r, : self.f].mean()),
+        )
+
+    async def run(self) -> None:
+        self.sim.every(1.0, self.step, name="market period")
+        await self.sim.arun()
+
+    def _budget_spent(self) -> bool:
+        if self.client is not None and self.client.budget_exhausted:
+            self.ctx.stop_reason = self.client.budget_message
+            self.sim.stop(self.client.budget_message or "LLM budget reached")
+            return True
+        return False
+
+    async def step(self) -> None:
+        """One period: observe, every cohort prices, clear, learn, record."""
+        cfg = self.cfg
+        ids = np.arange(self.rows) + self.offset
+        obs = self.observe()
+        key = jax.random.fold_in(self.act_key, self.t)
+        raw = np.asarray(await self.pop.act(ids, obs, key), np.float64)
+        kind = self.kind.reshape(-1)
+        price = np.where(kind == "learned", raw * cfg.max_price, raw)
+        if "llm" in self.kind_names:
+            llm = self.pop.cohort("llm")
+            rows = llm.agents - self.offset
+            self.texts[rows // self.f, rows % self.f] = [
+                t or self.texts[r // self.f, r % self.f]
+                for t, r in zip(llm.listings, rows, strict=True)
+            ]
+        self.t += 1
+        out = self._clear(price.reshape(self.b, self.f))
+        reward = self.profit[:, : self.f].reshape(-1) / (cfg.capacity * cfg.unit_cost)
+        if "learned" in self.kind_names and cfg.learning_rate > 0:
+            self.pop.learn(ids, obs, raw, reward, jax.random.fold_in(self.learn_key, self.t))
+        self._record(out)
+        if self.t == cfg.periods:
+            self.sim.stop("done")
+        else:
+            self._budget_spent()
+
+    def _record(self, out: Mapping[str, np.ndarray]) -> None:
+        cfg, rec, t, f = self.cfg, self.ctx.recorder, float(self.t), self.f
+        sales = self.sales
+        bought = sales.sum(axis=1)
+        fraud = sales[:, f:].sum(axis=1)
+        index = self.price[:, :f].mean(axis=1)
+        welfare = np.asarray(out["surplus"], np.float64).sum(axis=1) / cfg.consumers
+        s = self.series
+        s["index"].append(index)
+        s["welfare"].append(welfare)
+        s["purchases"].append(bought)
+        s["fraud"].append(fraud)
+        s["price"].append(self.price[:, :f].copy())
+        s["profit"].append(self.profit[:, :f].copy())
+        reps = self.reps
+        rec.record(t, "price_index", index, replicate=reps)
+        rec.record(t, "consumer_welfare", welfare, replicate=reps)
+        rec.record(
+            t,
+            "fraud_rate",
+            np.divide(fraud, bought, out=np.zeros(self.b), where=bought > 0),
+            replicate=reps,
+        )
+        rec.record(t, "units_sold", bought / cfg.consumers, replicate=reps)
+        prev = s["index"][-2] if len(s["index"]) > 1 else index
+        crash = (index < (1 - cfg.crash_drop) * prev) | (index < cfg.unit_cost)
+        rec.record(t, "crash", crash.astype(float), replicate=reps)
+        if cfg.sybil:
+            rec.record(t, "sybil_rating", out["shown"][:, f:].mean(axis=1), replicate=reps)
+            rec.record(t, "sybil_reentries", out["reentries"], replicate=reps)
+        for kind in self.kind_names:  # behaviour by firm kind: one row per replicate holding it
+            mask = self.kind == kind
+            has = mask.any(axis=1)
+            n = np.maximum(mask.sum(axis=1), 1)
+            for metric, v in (("price", self.price[:, :f]), ("profit", self.profit[:, :f])):
+                mean = (v * mask).sum(axis=1) / n
+                rec.record(t, metric, mean[has], replicate=reps[has], kind=kind)
+
+    def results(self) -> dict[str, np.ndarray]:
+        """Headline values per replicate of this batch from the periods played."""
+        s, cfg = self.series, self.cfg
+        nan = np.full(self.b, np.nan)
+        if not s["index"]:
+            return {k: nan for k in (*HEADLINE, "crash_rate")}
+        index = np.stack(s["index"])
+        bought, fraud = np.stack(s["purchases"]).sum(axis=0), np.stack(s["fraud"]).sum(axis=0)
+        out = {
+            "price_volatility": price_volatility(index) if len(index) > 1 else nan,
+            "consumer_welfare": np.stack(s["welfare"]).mean(axis=0),
+            "fraud_rate": np.divide(fraud, bought, out=np.zeros(self.b), where=bought > 0),
+            "crash_rate": crashes(index, cfg.crash_drop, cfg.unit_cost).mean(axis=0),
+        }
+        if cfg.agents == "mixed":
+            price, profit = np.stack(s["price"]).mean(axis=0), np.stack(s["profit"]).mean(axis=0)
+            for kind in KINDS:
+                mask = self.kind == kind
+                n = mask.sum(axis=1)
+                for name, v in (("price", price), ("profit", profit)):
+                    mean = np.where(n > 0, (v * mask).sum(axis=1) / np.maximum(n, 1), np.nan)
+                    out[f"{name}.{kind}"] = mean
+        return out
+
+
+class Market(Scenario):
+    """Agent Bazaar's market: price volatility and crashes of firms, Sybil fraud on consumers."""
+
+    name = "market"
+    Config = MarketConfig
+    headline = HEADLINE
+    labels = {"kind": str, "agent": int, "cohort": str}
+
+    def run(self, cfg: MarketConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
+        return asyncio.run(self._arun(cfg, ctx))
+
+    async def _arun(self, cfg: MarketConfig, ctx: RunContext) -> dict[str, np.ndarray]:
+        needs_llm = cfg.agents == "llm" or (
+            cfg.agents == "mixed" and "llm" in parse_mix(cfg.split, cfg.firms, 0).tolist()
+        )
+        opened = open_client(
+            ctx.options,
+            run_dir=ctx.run_dir,
+            max_tokens=cfg.llm_max_tokens,
+            temperature=cfg.llm_temperature,
+            budget_tokens=cfg.llm_budget_tokens,
+            needed=needs_llm,
+        )
+        out: dict[str, np.ndarray] = {}
+        last = 0
+        async with opened as client:
+            for reps in ctx.replicate_batches():
+                batch = _Batch(cfg, ctx, reps, client)
+                if not ctx.stop_reason:
+                    await batch.run()
+                for k, v in batch.results().items():
+                    out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
+                last = max(last, batch.t)
+            if client is not None:
+                record_usage(ctx.recorder, client, float(last), agents_per_replicate=cfg.firms)
+        return out
+
+    def plot(self, frame: pd.DataFrame, plots_dir: Path, config: MarketConfig) -> list[Path]:
+        """Prices by firm kind against unit cost, then one PNG per other per-period metric."""
+        if frame.empty:
+            return []
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        prices = frame[frame["metric"] == "price"]
+        if prices["time"].nunique() > 1:
+            fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+            for kind, sub in prices.groupby("kind"):
+                mean = sub.groupby("time")["value"].mean()
+                ax.plot(mean.index, mean.values, lw=2, label=f"{kind} firms")
+            ax.axhline(config.unit_cost, color="k", ls="--", lw=1, label="unit cost")
+            ax.set_xlabel("period")
+            ax.set_ylabel("mean posted price")
+            ax.legend(loc="best", fontsize=8)
+            fig.tight_layout()
+            path = plots_dir / "prices.png"
+            fig.savefig(path)
+            plt.close(fig)
+            written.append(path)
+        skip = ("price", "profit")
+        metrics = [
+            m
+            for m in sorted(frame["metric"].unique())
+            if m not in skip and not m.startswith("llm_")
+        ]
+        return written + plot_metrics(frame, plots_dir, metrics)

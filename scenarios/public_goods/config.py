@@ -1,0 +1,157 @@
+"""Parameters of the public goods game (pydantic only, so `society describe` starts fast)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from scenarios.fields import Graph, Split
+from society.mix import parse_weights
+
+# Rule agents' types; the shares of the default mix follow the types Fischbacher, Gächter &
+# Fehr (2001) found in the lab: about half conditional cooperators, a third free riders.
+STRATEGIES = ("conditional", "free-rider", "cooperator", "punisher", "rewarder")
+
+
+class PublicGoodsConfig(BaseModel):
+    """Public goods game on a graph: contributions x r shared, optional punishment and reward."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "rules",
+        description="who decides: rules (the types in 'strategies': the baseline the lab studies "
+        "of Fehr & Gächter describe), learned (REINFORCE policies over the contributed share), "
+        "llm (through the LLM client; the local model unless --llm is given), or mixed (split)",
+    )
+    split: Split = Field(
+        "rules:8,learned:1,llm:1",
+        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
+        "(counts by largest remainder, placed at random per replicate); ignored otherwise",
+    )
+    population: int = Field(
+        24, ge=2, description="number of agents N (24 as in a session of Fehr & Gächter 2000)"
+    )
+    graph: Graph = Field(
+        "complete",
+        description="who can be grouped with whom: complete (well mixed, as in the lab) | cycle | "
+        "lattice | random-regular | erdos-renyi | small-world | scale-free | a path to an "
+        "edge-list file ('u v' per line); one graph per run, shared by its replicates",
+    )
+    degree: int = Field(
+        4,
+        ge=1,
+        description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
+        "degree, scale-free 2m (other graphs ignore it)",
+    )
+    groups: Literal["random", "neighbourhood"] = Field(
+        "random",
+        description="random: every round the population is partitioned into groups of "
+        "group_size over the graph (a random unassigned focal agent plus group_size-1 of its "
+        "unassigned neighbours, drawn at random, until everyone is placed; on a complete graph "
+        "this is the lab's stranger matching; where too few neighbours are free a group is "
+        "smaller); neighbourhood: Santos, Santos & Pacheco (2008): every agent centres one "
+        "fixed group of itself and its neighbours, so it plays in k+1 groups and its "
+        "contribution is split equally among them (the cost-per-individual variant)",
+    )
+    group_size: int = Field(
+        4, ge=2, description="groups=random: members per group n (4 as in Fehr & Gächter 2000)"
+    )
+    r: float = Field(
+        1.6,
+        ge=0.0,
+        description="multiplication factor of each group's pot (r/n = 0.4, the marginal per "
+        "capita return of Fehr & Gächter 2000); contributing pays privately only when r > n",
+    )
+    endowment: float = Field(
+        20.0, gt=0.0, description="tokens every agent receives each round (20 in the lab studies)"
+    )
+    rounds: int = Field(10, ge=1, description="rounds of the game (10 in Fehr & Gächter 2000)")
+    punishment: bool = Field(
+        False,
+        description="after seeing the group's contributions, each agent may assign up to "
+        "max_points punishment points to each other member (Fehr & Gächter 2000)",
+    )
+    punishment_cost: float = Field(
+        1.0, ge=0.0, description="cost to the punisher of one punishment point"
+    )
+    punishment_fine: float = Field(
+        3.0, ge=0.0, description="earnings removed from the target per punishment point"
+    )
+    reward: bool = Field(
+        False,
+        description="after seeing the group's contributions, each agent may assign up to "
+        "max_points reward points to each other member (Rand et al. 2009)",
+    )
+    reward_cost: float = Field(1.0, ge=0.0, description="cost to the giver of one reward point")
+    reward_benefit: float = Field(
+        3.0,
+        ge=0.0,
+        description="earnings added to the target per reward point (1:3 as in Rand et al. 2009)",
+    )
+    max_points: float = Field(
+        10.0,
+        gt=0.0,
+        description="most points (punishment or reward) an agent may assign to one member in a "
+        "round; an agent never spends more on points than its earnings of the round (points are "
+        "scaled down to fit)",
+    )
+    strategies: str = Field(
+        "conditional:5,free-rider:3,cooperator:1,punisher:1",
+        description="rule agents' types and shares: conditional (contributes conditional_slope x "
+        "the mean of its group's other members last round; conditional_start in round 1), "
+        "free-rider (0), cooperator (everything), punisher (everything; punishes members below "
+        "the group mean, max_points x the shortfall as a share of the endowment), rewarder "
+        "(everything; rewards members at or above the group mean, max_points x their share "
+        "contributed)",
+    )
+    conditional_start: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="conditional cooperators' first-round contribution, a share of the endowment "
+        "(about half in the lab)",
+    )
+    conditional_slope: float = Field(
+        1.0,
+        ge=0.0,
+        description="conditional cooperators contribute this times the others' last mean share "
+        "(1 = match it; Fischbacher et al. 2001 found slightly less on average)",
+    )
+    learning_rate: float = Field(
+        0.05,
+        gt=0.0,
+        description="learned agents: REINFORCE (Adam) step size; each agent learns from its own "
+        "earnings of every round, its contribution and its sanction intensity",
+    )
+    llm_temperature: float = Field(0.7, ge=0.0, le=2.0, description="LLM sampling temperature")
+    llm_max_tokens: int = Field(
+        200, gt=0, description="LLM reply limit in tokens (a short JSON with a one-line reason)"
+    )
+    llm_budget_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="stop the run cleanly at the round in which LLM use reaches this many tokens",
+    )
+    llm_history: int = Field(
+        5, ge=0, description="LLM agents: past rounds of their own play shown in each prompt"
+    )
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v: str) -> str:
+        parse_weights(v, STRATEGIES, "strategies")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> PublicGoodsConfig:
+        if self.groups == "random" and self.group_size > self.population:
+            raise ValueError(
+                f"group_size ({self.group_size}) must be <= population ({self.population})"
+            )
+        return self
+
+    def sanctions(self) -> bool:
+        """True when a punishment or reward stage follows the contributions."""
+        return self.punishment or self.reward

@@ -1,0 +1,182 @@
+"""Pure JAX kernels of the public goods game (no Python loop over agents or groups).
+
+Everything is in tokens. Agent ``i`` contributes ``c_i`` of its endowment ``e``; each group's
+pot is multiplied by ``r`` and shared equally among its members.
+
+- Random groups (``groups=random``): a partition of the agents, ``group[i]`` the id of i's
+  group; ``pi_i = e - c_i + r * sum_{j in g(i)} c_j / |g(i)|``.
+- Neighbourhood groups (Santos, Santos & Pacheco 2008): agent ``g`` centres the group
+  ``{g} + N(g)`` of size ``k_g + 1``; agent ``i`` plays in its own group and in each
+  neighbour's, ``k_i + 1`` groups, and puts ``c_i / (k_i + 1)`` into each, so
+  ``pi_i = e - c_i + sum_{g in {i} + N(i)} r * pot_g / (k_g + 1)``.
+
+Each agent's *peers* are the others it sees and may sanction: its group mates (random) or its
+neighbours (neighbourhood), as a padded table ``(N, M)`` with ``N`` as padding.
+
+Sanctions (Fehr & Gächter 2000): agent i assigns ``P_ij`` punishment and ``W_ij`` reward
+points to peer j (each clipped to [0, max_points]); i pays ``punishment_cost * sum_j P_ij +
+reward_cost * sum_j W_ij`` (all i's points are scaled down so that this never exceeds
+``max(pi_i, 0)``), and j gets ``reward_benefit * sum_i W_ij - punishment_fine * sum_i P_ij``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from sim_core.graph import Neighbours, neighbour_sum
+
+
+class Params(NamedTuple):
+    """Numbers of the game (a pytree of scalars: traced, so new values never recompile)."""
+
+    endowment: float
+    r: float
+    punishment_cost: float
+    punishment_fine: float
+    reward_cost: float
+    reward_benefit: float
+    max_points: float
+
+
+def group_payoffs(group: jax.Array, c: jax.Array, endowment, r) -> jax.Array:
+    """Earnings before sanctions under a partition ``group`` (ids in [0, N))."""
+    n = c.shape[0]
+    pot = jax.ops.segment_sum(c, group, num_segments=n)
+    size = jax.ops.segment_sum(jnp.ones_like(c), group, num_segments=n)
+    return endowment - c + r * pot[group] / jnp.maximum(size[group], 1.0)
+
+
+def neighbourhood_payoffs(nb: Neighbours, c: jax.Array, endowment, r) -> jax.Array:
+    """Earnings before sanctions when every agent centres a group of itself and its neighbours."""
+    k1 = nb.degree.astype(c.dtype) + 1.0
+    s = c / k1  # what i puts into each of its k_i + 1 groups
+    share = r * (s + neighbour_sum(nb, s)) / k1  # each member's share of the group i centres
+    return endowment - c + share + neighbour_sum(nb, share)
+
+
+def partition(table: jax.Array, key: jax.Array, group_size: int) -> jax.Array:
+    """Random groups over a graph: visit the agents in a random order; an agent not yet placed
+    founds a group with up to ``group_size - 1`` of its neighbours not yet placed, drawn at
+    random. Group ids are in [0, N). ``table``: the padded neighbour table (padding N).
+    One PRNG draw and no sort inside the scan (each costs seconds of XLA compile on CPU)."""
+    n, width = table.shape
+    u = jax.random.uniform(key, (n, width + 1))
+    order = jnp.argsort(u[:, 0])
+    # Each row's neighbours in a random order (padding mixed in; it is never open).
+    shuffled = jnp.take_along_axis(table, jnp.argsort(u[:, 1:], axis=1), axis=1)
+
+    def found(group, t):
+        f = order[t]
+        free = group[f] < 0
+        row = shuffled[f]
+        open_ = (row < n) & (group[row] < 0)
+        pick = free & open_ & (jnp.cumsum(open_) <= group_size - 1)
+        group = group.at[jnp.where(pick, row, n)].set(t)  # slot n absorbs the rest
+        group = group.at[f].set(jnp.where(free, t, group[f]))
+        return group, None
+
+    group, _ = jax.lax.scan(found, jnp.full(n + 1, -1, jnp.int32), jnp.arange(n))
+    return group[:n]
+
+
+def shuffle_partition(n: int, key: jax.Array, group_size: int) -> jax.Array:
+    """:func:`partition` on a complete graph, where it is a random permutation cut into
+    consecutive groups of ``group_size`` (the last one smaller): the lab's stranger matching."""
+    order = jnp.argsort(jax.random.uniform(key, (n,)))
+    return jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32) // group_size)
+
+
+def group_peers(group: jax.Array, width: int) -> jax.Array:
+    """Each agent's group mates as a ``(N, width)`` table padded with N (in id order)."""
+    n = group.shape[0]
+    order = jnp.argsort(group, stable=True)
+    g_sorted = group[order]
+    first = jnp.searchsorted(g_sorted, g_sorted, side="left")
+    slot = jnp.arange(n) - first  # position of each agent within its group
+    members = jnp.full((n, width + 1), n, jnp.int32).at[g_sorted, slot].set(order, mode="drop")
+    rows = members[group]  # (N, width + 1): my group, me included
+    me = jnp.arange(n)[:, None]
+    drop = (rows == me) | (rows == n)
+    pos = jnp.argsort(drop, axis=1, stable=True)[:, :width]  # the others first, in order
+    return jnp.where(
+        jnp.take_along_axis(drop, pos, axis=1), n, jnp.take_along_axis(rows, pos, axis=1)
+    )
+
+
+@partial(jax.jit, static_argnames=("group_size", "complete"))
+def draw_groups(
+    table: jax.Array, keys: jax.Array, t, group_size: int, complete: bool = False
+) -> tuple[jax.Array, jax.Array]:
+    """Round ``t``'s partitions and peer tables for a batch of replicates (one key each);
+    ``complete``: the graph is complete (the same draw, without the sequential scan)."""
+    n = table.shape[0]
+
+    def one(k):
+        k = jax.random.fold_in(k, t)
+        return shuffle_partition(n, k, group_size) if complete else partition(table, k, group_size)
+
+    group = jax.vmap(one)(keys)
+    return group, jax.vmap(lambda g: group_peers(g, group_size - 1))(group)
+
+
+def peer_values(peers: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``x`` of each agent's peers ``(N, M)`` (0 at padding) and the mask of real peers."""
+    n = x.shape[0]
+    mask = peers < n
+    return jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[peers] * mask, mask
+
+
+@jax.jit
+def stage_one(p: Params, nb: Neighbours | None, group: jax.Array | None, c: jax.Array) -> jax.Array:
+    """Earnings before sanctions of a batch ``(R, N)`` (neighbourhood groups when ``group`` is
+    None)."""
+    if group is None:
+        return jax.vmap(lambda x: neighbourhood_payoffs(nb, x, p.endowment, p.r))(c)
+    return jax.vmap(lambda g, x: group_payoffs(g, x, p.endowment, p.r))(group, c)
+
+
+def sanction(
+    p: Params, peers: jax.Array, pay: jax.Array, punish: jax.Array, reward: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Earnings after sanctions of one replicate, and the points actually assigned (scaled to
+    each giver's budget); ``punish``/``reward``: ``(N, M)`` points aligned with ``peers``."""
+    n = pay.shape[0]
+    mask = peers < n
+    pun = jnp.where(mask, jnp.clip(punish, 0.0, p.max_points), 0.0)
+    rew = jnp.where(mask, jnp.clip(reward, 0.0, p.max_points), 0.0)
+    cost = p.punishment_cost * pun.sum(1) + p.reward_cost * rew.sum(1)
+    budget = jnp.maximum(pay, 0.0)
+    scale = jnp.where(cost > budget, budget / jnp.maximum(cost, 1e-12), 1.0)
+    pun, rew = pun * scale[:, None], rew * scale[:, None]
+
+    def received(points):
+        return jnp.zeros(n + 1, pay.dtype).at[peers].add(points)[:n]
+
+    final = (
+        pay - cost * scale + p.reward_benefit * received(rew) - p.punishment_fine * received(pun)
+    )
+    return final, pun, rew
+
+
+@jax.jit
+def stage_two(p: Params, peers, pay, punish, reward):
+    """:func:`sanction` over a batch of replicates ``(R, N[, M])``."""
+    return jax.vmap(lambda a, b, c, d: sanction(p, a, b, c, d))(peers, pay, punish, reward)
+
+
+@jax.jit
+def group_views(peers: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """What agents see of a round, batched ``(R, N)``: peers' contributions ``(R, N, M)`` (0 at
+    padding), the mask of real peers, and the others' mean (own value when alone)."""
+
+    def one(pe, x):
+        vals, mask = peer_values(pe, x)
+        count = mask.sum(1)
+        mean = jnp.where(count > 0, vals.sum(1) / jnp.maximum(count, 1), x)
+        return vals, mask, mean
+
+    return jax.vmap(one)(peers, c)

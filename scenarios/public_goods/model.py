@@ -1,0 +1,715 @@
+"""The public goods game on a graph, with punishment and reward, for rule, learned and LLM agents.
+
+Each round (one scheduler moment): groups are drawn (``groups=random``) or fixed
+(``neighbourhood``); every agent chooses the share of its endowment to contribute (one call per
+cohort) -> earnings from the group pots (:mod:`dynamics`) -> when punishment or reward is on, a
+second act stage in which every agent sees its group mates' contributions and assigns points
+per mate -> sanctions applied -> every cohort learns from its agents' final earnings.
+
+All replicates of a batch are one population (agent id = replicate * N + i) and one batch of
+world arrays ``(R, N)``, so each stage is one call per cohort and one compiled kernel.
+
+Rule types (``strategies``) are vectorised strategy functions of a :class:`RuleCohort`.
+Learned agents hold two small policies trained by REINFORCE on their round earnings: the share
+to contribute (features: the others' last mean share, their own last share and earnings) and a
+sanction intensity x in (0, 1), assigning ``x * max_points`` punishment points to each mate
+below the group mean and reward points to each mate at or above it. LLM agents see the rules,
+their own recent rounds and, in the sanction stage, their mates' contributions.
+
+Recorded per round (time = round): ``contribution_rate`` and ``welfare`` (label ``kind``: all,
+and each kind when mixed), ``contribution_by_strategy`` and ``payoff_by_strategy`` of rule types
+(label ``strategy``), ``punishment_rate`` / ``reward_rate`` when on. LLM accounting rows
+(``llm_*``) carry ``replicate=-1`` (the whole run) unless per agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from scenarios.fields import KINDS
+from scenarios.public_goods import prompts
+from scenarios.public_goods.config import PublicGoodsConfig
+from scenarios.public_goods.dynamics import (
+    Params,
+    draw_groups,
+    group_views,
+    stage_one,
+    stage_two,
+)
+from sim_core.errors import ConfigError
+from sim_core.experiment import RunContext, Scenario
+from sim_core.graph import Neighbours, neighbour_sum
+from sim_core.scheduler import Scheduler
+from society.cohorts import LearnedCohort, RuleCohort, parse_mix
+from society.cohorts.llm import LLMCohort
+from society.llm import LLMClient, Request
+from society.llm.session import open_client, record_usage
+from society.population import Population
+from society.topology import make_topology
+
+CONTRIBUTION_FEATURES = ("others_last", "my_last")
+SANCTION_FEATURES = ("my_contribution", "group_mean", "my_payoff")
+# Random groups and the sanction stage need an (agents x max degree) neighbour table.
+MAX_TABLE_ENTRIES = 50_000_000
+# A member counts as below the group mean when short of it by more than this share.
+TOLERANCE = 1e-6
+# An agent "punished" (or "rewarded") in a round when it assigned at least this many points
+# in all: one point, rounded (learned agents' intensities are never exactly 0).
+RATE_POINTS = 0.5
+# Round t's key of a stream, compiled once: eager key ops cost more than a round's kernels.
+_fold = jax.jit(jax.random.fold_in)
+
+
+# -- rule types ---------------------------------------------------------------------------------
+def _everything(obs, keys, params):
+    return jnp.ones(keys.shape[:1], jnp.float32)
+
+
+def _nothing(obs, keys, params):
+    return jnp.zeros(keys.shape[:1], jnp.float32)
+
+
+def _conditional(obs, keys, params):
+    """Fischbacher, Gächter & Fehr (2001): match the others' last mean (times a slope)."""
+    match = jnp.clip(params["slope"] * jnp.asarray(obs["others_last"], jnp.float32), 0.0, 1.0)
+    return jnp.where(jnp.asarray(obs["first"]) > 0, params["start"], match).astype(jnp.float32)
+
+
+def _no_sanction(obs, keys, params):
+    peers = jnp.asarray(obs["peers"], jnp.float32)
+    return jnp.zeros((peers.shape[0], 2, peers.shape[1]), jnp.float32)
+
+
+def _punish_below_mean(obs, keys, params):
+    """Points = max_points x each mate's shortfall from the group mean (a share of e)."""
+    peers = jnp.asarray(obs["peers"], jnp.float32)
+    short = jnp.asarray(obs["group_mean"], jnp.float32)[:, None] - peers
+    pts = jnp.where((short > TOLERANCE) & (obs["peer_mask"] > 0), params["max_points"] * short, 0.0)
+    return jnp.stack([pts, jnp.zeros_like(pts)], axis=1)
+
+
+def _reward_at_or_above_mean(obs, keys, params):
+    """Points = max_points x the share contributed, for mates at or above the group mean."""
+    peers = jnp.asarray(obs["peers"], jnp.float32)
+    above = peers >= jnp.asarray(obs["group_mean"], jnp.float32)[:, None] - TOLERANCE
+    pts = jnp.where(above & (obs["peer_mask"] > 0), params["max_points"] * peers, 0.0)
+    return jnp.stack([jnp.zeros_like(pts), pts], axis=1)
+
+
+CONTRIBUTE = {
+    "conditional": _conditional,
+    "free-rider": _nothing,
+    "cooperator": _everything,
+    "punisher": _everything,
+    "rewarder": _everything,
+}
+SANCTION = {
+    "conditional": _no_sanction,
+    "free-rider": _no_sanction,
+    "cooperator": _no_sanction,
+    "punisher": _punish_below_mean,
+    "rewarder": _reward_at_or_above_mean,
+}
+
+
+def targeted_points(
+    x: np.ndarray, obs: Mapping[str, Any], max_points: float, punishment: bool, reward: bool
+) -> np.ndarray:
+    """Learned agents' sanctions from their intensity ``x``: ``x * max_points`` punishment
+    points to each mate below the group mean, reward points to each at or above it."""
+    peers = np.asarray(obs["peers"], np.float32)
+    mask = np.asarray(obs["peer_mask"]) > 0
+    mean = np.asarray(obs["group_mean"], np.float32)[:, None]
+    pts = (np.asarray(x, np.float32) * max_points)[:, None]
+    below = mask & (peers < mean - TOLERANCE)
+    pun = np.where(below, pts, 0.0) * punishment
+    rew = np.where(mask & ~below, pts, 0.0) * reward
+    return np.stack([pun, rew], axis=1).astype(np.float32)
+
+
+class SanctionLearnedCohort(LearnedCohort):
+    """Learned agents' second stage: one intensity per agent, spread over its mates by
+    :func:`targeted_points`; learning uses the intensity it drew."""
+
+    def __init__(self, *args, max_points: float, punishment: bool, reward: bool, **kw):
+        super().__init__(*args, **kw)
+        self.max_points, self.punishment, self.reward = max_points, punishment, reward
+        self.intensity = np.zeros(len(self), np.float32)  # the last draw of each agent
+
+    def act(self, agents: np.ndarray, obs: Any, key: jax.Array) -> np.ndarray:
+        x = np.asarray(super().act(agents, obs, key), np.float32)
+        self.intensity[self.local(agents)] = x
+        return targeted_points(x, obs, self.max_points, self.punishment, self.reward)
+
+    def learn(self, agents, obs, actions, rewards, key) -> None:
+        super().learn(agents, obs, self.intensity[self.local(agents)], rewards, key)
+
+
+class ContributionLLMCohort(LLMCohort):
+    """LLM agents' contributions: prompts rendered by ``render(agent, fields)`` from the
+    numeric observation and the world's record of the agent's past rounds; answers in tokens,
+    returned to the world as a share of the endowment."""
+
+    def __init__(
+        self,
+        agents: np.ndarray,
+        client: LLMClient,
+        *,
+        render: Callable[[int, Mapping[str, Any]], str],
+        system_prompt: str,
+        endowment: float,
+    ):
+        super().__init__(
+            "llm",
+            agents,
+            client,
+            schema=prompts.Contribution,
+            fallback=prompts.Contribution(reason="no valid reply", contribution=0.0),
+            template="",
+            system_prompt=system_prompt,
+            memory_size=0,  # the history comes from the world, see render
+            to_action=lambda m: m.contribution,
+            sample_of=lambda agent: agent,  # agents draw independently, even in one situation
+        )
+        self.render, self.endowment = render, endowment
+
+    def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.render(agent, fields)},
+        ]
+
+    def finish(self, actions: np.ndarray, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.clip(actions / self.endowment, 0.0, 1.0)  # more than e counts as e
+
+
+class SanctionLLMCohort(LLMCohort):
+    """LLM agents' second stage: one request per agent listing its mates' contributions; the
+    answer's lists become points per mate (missing entries 0, extra ones ignored)."""
+
+    def __init__(
+        self,
+        agents: np.ndarray,
+        client: LLMClient,
+        *,
+        render: Callable[[int, Mapping[str, Any], np.ndarray], str],
+        system_prompt: str,
+        punishment: bool,
+        reward: bool,
+    ):
+        schema = prompts.sanction_schema(punishment, reward)
+        empty = {k: [] for k in ("punish", "reward") if k in schema.model_fields}
+        super().__init__(
+            "llm",
+            agents,
+            client,
+            schema=schema,
+            fallback=schema(reason="no valid reply", **empty),
+            template="",
+            system_prompt=system_prompt,
+            memory_size=0,
+            sample_of=lambda agent: agent,
+        )
+        self.render = render
+
+    async def aact(self, agents: np.ndarray, obs: Any, key: jax.Array) -> np.ndarray:
+        agents = np.asarray(agents, dtype=np.int64)
+        host = {k: np.asarray(v) for k, v in dict(obs).items()}
+        peers, mask = host["peers"], host["peer_mask"] > 0
+        scalars = {k: v for k, v in host.items() if v.ndim == 1}
+        requests = []
+        # One prompt per LLM agent: the accepted Python loop of LLM cohorts.
+        for i, a in enumerate(agents.tolist()):
+            fields = {k: v[i].item() for k, v in scalars.items()}
+            user = self.render(a, fields, peers[i][mask[i]])
+            requests.append(
+                Request(
+                    [
+                        {"role": "system", "content": self.system_prompt},
+                        {"role": "user", "content": user},
+                    ],
+                    schema=self.schema,
+                    fallback=self.fallback,
+                    sample=a,
+                    agent=a,
+                    cohort=self.name,
+                )
+            )
+        done = await self.client.complete_many(requests)
+        self.calls += 1
+        out = np.zeros((agents.size, 2, peers.shape[1]), np.float32)
+        for i, c in enumerate(done):
+            choice = c.parsed if c.parsed is not None else self.fallback
+            self.failures += int(not c.ok)
+            k = int(mask[i].sum())  # real mates come first in every peer table
+            for j, name in enumerate(("punish", "reward")):
+                pts = [float(v) for v in getattr(choice, name, [])][:k]
+                out[i, j, : len(pts)] = pts
+        return out
+
+    def learn(self, agents, obs, actions, rewards, key) -> None:
+        """Nothing to remember: the world's record feeds the next prompts."""
+
+
+# -- the run --------------------------------------------------------------------------------
+def build_neighbours(cfg: PublicGoodsConfig, seed: int) -> Neighbours:
+    """The graph as a neighbour table (user input: errors are config errors)."""
+    try:
+        topo = make_topology(cfg.graph, cfg.population, degree=cfg.degree, seed=seed)
+        if topo.n != cfg.population:
+            raise ValueError(
+                f"graph '{cfg.graph}' has {topo.n} nodes but population={cfg.population}"
+            )
+        e = topo.edges
+        src, dst = np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]])
+        max_deg = int(np.bincount(src, minlength=topo.n).max(initial=0))
+        if topo.n * max_deg > MAX_TABLE_ENTRIES:
+            raise ValueError(
+                f"graph '{cfg.graph}' needs a population x max-degree table of "
+                f"{topo.n * max_deg:.3g} entries (limit {MAX_TABLE_ENTRIES:.0e}); use a sparser graph"
+            )
+        if max_deg == 0:
+            raise ValueError(f"graph '{cfg.graph}' has no edges: nobody can form a group")
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+    return Neighbours.from_edges(src, dst, topo.n, table=True)
+
+
+def params_of(cfg: PublicGoodsConfig) -> Params:
+    f = np.float32
+    return Params(
+        endowment=f(cfg.endowment),
+        r=f(cfg.r),
+        punishment_cost=f(cfg.punishment_cost),
+        punishment_fine=f(cfg.punishment_fine),
+        reward_cost=f(cfg.reward_cost),
+        reward_benefit=f(cfg.reward_benefit),
+        max_points=f(cfg.max_points),
+    )
+
+
+def _masked_mean(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Row means of ``x`` over ``mask`` (NaN for empty rows)."""
+    count = mask.sum(axis=1)
+    total = np.where(mask, x, 0.0).sum(axis=1)
+    return np.divide(total, count, out=np.full(count.shape, np.nan), where=count > 0)
+
+
+class _Batch:
+    """One batch of replicates: the world, the two act stages, the records."""
+
+    def __init__(
+        self,
+        cfg: PublicGoodsConfig,
+        ctx: RunContext,
+        reps: np.ndarray,
+        nb: Neighbours,
+        kinds: np.ndarray,
+        client: LLMClient | None,
+    ):
+        self.cfg, self.ctx, self.reps, self.nb, self.client = cfg, ctx, reps, nb, client
+        r, n = reps.size, cfg.population
+        self.r, self.n = r, n
+        self.gids = (reps[:, None] * n + np.arange(n)).ravel()
+        self.offset = int(reps[0]) * n
+        self.kinds = kinds  # (R, N)
+        self.strategy = np.full((r, n), "", dtype=object)
+        for i, rep in enumerate(reps.tolist()):
+            mine = kinds[i] == "rules"
+            if mine.any():
+                rng = self.ctx.rng.numpy("strategies", rep)
+                self.strategy[i, mine] = parse_mix(cfg.strategies, int(mine.sum()), rng)
+        self.present = [k for k in KINDS if (kinds == k).any()]
+        self.types = [s for s in CONTRIBUTE if (self.strategy == s).any()]
+        self.neighbourhood = cfg.groups == "neighbourhood"
+        self.params = params_of(cfg)
+        self.table = nb.table
+        degree = np.asarray(nb.degree, np.float64)
+        if self.neighbourhood:
+            # i's private return per token: r/(k_i+1) x sum over its groups of 1/(k_g+1).
+            inv = 1.0 / (degree + 1.0)
+            own = cfg.r * inv * (inv + np.asarray(neighbour_sum(nb, jnp.asarray(inv))))
+            self.members = np.tile(degree + 1.0, r)
+            self.mpcr = np.tile(own, r)
+            self.peers = jnp.broadcast_to(nb.table, (r,) + nb.table.shape)
+        self.system = prompts.system_prompt(
+            neighbourhood=self.neighbourhood,
+            group_size=cfg.group_size,
+            r=cfg.r,
+            endowment=cfg.endowment,
+            rounds=cfg.rounds,
+            punishment=cfg.punishment,
+            reward=cfg.reward,
+            punishment_cost=cfg.punishment_cost,
+            punishment_fine=cfg.punishment_fine,
+            reward_cost=cfg.reward_cost,
+            reward_benefit=cfg.reward_benefit,
+            max_points=cfg.max_points,
+        )
+        self.pop = Population(self._cohorts(stage=1))
+        self.sanction_pop = Population(self._cohorts(stage=2)) if cfg.sanctions() else None
+        self.history: list[dict[str, np.ndarray]] = []  # last rounds, for LLM prompts
+        zeros = np.zeros((r, n), np.float32)
+        self.last = {"share": zeros, "payoff": zeros, "others": zeros}
+        self.sums: dict[str, np.ndarray] = {}
+        self.rounds_done = 0
+        self.keys = {name: ctx.rng.key(name) for name in ("act", "sanction", "learn")}
+        self.group_keys = ctx.rng.keys("groups", reps)
+        self.sim = Scheduler()
+
+    # -- cohorts ---------------------------------------------------------------------------
+    def _cohorts(self, stage: int) -> list:
+        cfg, out = self.cfg, []
+        flat = self.kinds.ravel()
+        for kind in self.present:
+            ids = self.gids[flat == kind]
+            if kind == "rules":
+                names = self.strategy.ravel()[flat == "rules"]
+                if stage == 1:
+                    params = {
+                        "conditional": {
+                            "slope": cfg.conditional_slope,
+                            "start": cfg.conditional_start,
+                        }
+                    }
+                    out.append(
+                        RuleCohort("rules", ids, names, strategies=CONTRIBUTE, params=params)
+                    )
+                else:
+                    m = {"max_points": cfg.max_points}
+                    params = {"punisher": m, "rewarder": m}
+                    out.append(RuleCohort("rules", ids, names, strategies=SANCTION, params=params))
+            elif kind == "learned":
+                common = dict(
+                    actions="continuous", rule="reinforce", lr=cfg.learning_rate,
+                    key=self.ctx.rng.key(f"learned-init-{stage}"),
+                )  # fmt: skip
+                if stage == 1:
+                    out.append(
+                        LearnedCohort("learned", ids, features=CONTRIBUTION_FEATURES, **common)
+                    )
+                else:
+                    out.append(
+                        SanctionLearnedCohort(
+                            "learned",
+                            ids,
+                            features=SANCTION_FEATURES,
+                            max_points=cfg.max_points,
+                            punishment=cfg.punishment,
+                            reward=cfg.reward,
+                            **common,
+                        )  # fmt: skip
+                    )
+            else:
+                if self.client is None:
+                    raise RuntimeError("LLM agents need an LLM client")
+                if stage == 1:
+                    out.append(
+                        ContributionLLMCohort(
+                            ids,
+                            self.client,
+                            render=self.render_contribution,
+                            system_prompt=self.system,
+                            endowment=cfg.endowment,
+                        )  # fmt: skip
+                    )
+                else:
+                    out.append(
+                        SanctionLLMCohort(
+                            ids,
+                            self.client,
+                            render=self.render_sanction,
+                            system_prompt=self.system,
+                            punishment=cfg.punishment,
+                            reward=cfg.reward,
+                        )  # fmt: skip
+                    )
+        return out
+
+    # -- LLM prompts -----------------------------------------------------------------------
+    def _row(self, agent: int) -> tuple[int, int]:
+        return divmod(agent - self.offset, self.n)
+
+    def render_contribution(self, agent: int, fields: Mapping[str, Any]) -> str:
+        i, j = self._row(agent)
+        cfg, e = self.cfg, self.cfg.endowment
+        rows = []
+        for h in self.history[-cfg.llm_history :] if cfg.llm_history else []:
+            mask = h["mask"][i, j]
+            rows.append(
+                {
+                    "round": h["round"],
+                    "mine": e * h["share"][i, j],
+                    "others": (e * h["others"][i, j][mask]).tolist(),
+                    "project": h["pay1"][i, j] - e + e * h["share"][i, j],
+                    "fine": h["fine"][i, j],
+                    "bonus": h["bonus"][i, j],
+                    "spent": h["spent"][i, j],
+                    "earned": h["final"][i, j],
+                }
+            )
+        return prompts.contribution_prompt(
+            round_no=int(fields["round"]),
+            rounds=cfg.rounds,
+            endowment=e,
+            members=int(fields["group_n"]),
+            mpcr=float(fields["mpcr"]),
+            neighbourhood=self.neighbourhood,
+            history=prompts.history_text(rows),
+        )
+
+    def render_sanction(self, agent: int, fields: Mapping[str, Any], others: np.ndarray) -> str:
+        e = self.cfg.endowment
+        return prompts.sanction_prompt(
+            round_no=int(fields["round"]),
+            rounds=self.cfg.rounds,
+            mine=e * float(fields["my_contribution"]),
+            others=(e * others).tolist(),
+            earned=e * float(fields["my_payoff"]),
+            punishment=self.cfg.punishment,
+            reward=self.cfg.reward,
+            max_points=self.cfg.max_points,
+        )
+
+    # -- one round -------------------------------------------------------------------------
+    async def run(self) -> None:
+        for t in range(1, self.cfg.rounds + 1):
+            self.sim.at(float(t), self.round, t)
+        await self.sim.arun()
+
+    async def round(self, t: int) -> None:
+        cfg, ctx, r, n = self.cfg, self.ctx, self.r, self.n
+        e = cfg.endowment
+        group = None
+        if self.neighbourhood:
+            peers, members, mpcr = self.peers, self.members, self.mpcr
+        else:
+            group, peers = draw_groups(
+                self.table, self.group_keys, t, cfg.group_size, cfg.graph == "complete"
+            )
+            members = np.asarray((np.asarray(peers) < n).sum(axis=2) + 1, np.float64).ravel()
+            mpcr = cfg.r / members
+        first = np.full(r * n, 1.0 if t == 1 else 0.0, np.float32)
+        obs = {
+            "others_last": self.last["others"].ravel(),
+            "my_last": self.last["share"].ravel(),
+            "my_last_payoff": self.last["payoff"].ravel(),
+            "first": first,
+            "round": np.full(r * n, t, np.int32),
+            "group_n": members,
+            "mpcr": mpcr,
+        }
+        share = await self.pop.act(self.gids, obs, _fold(self.keys["act"], t))
+        share = np.clip(np.asarray(share, np.float32), 0.0, 1.0).reshape(r, n)
+        pay1 = stage_one(self.params, self.nb, group, jnp.asarray(share * e))
+        views, mask, others = (np.asarray(x) for x in group_views(peers, jnp.asarray(share)))
+        final, pun, rew = np.asarray(pay1), None, None
+        sanction_obs = None
+        if self.sanction_pop is not None:
+            count = mask.sum(axis=2)
+            sanction_obs = {
+                "peers": views.reshape(r * n, -1),
+                "peer_mask": mask.reshape(r * n, -1).astype(np.float32),
+                "group_mean": ((share + views.sum(axis=2)) / (1 + count)).ravel(),
+                "my_contribution": share.ravel(),
+                "my_payoff": (np.asarray(pay1) / e).ravel(),
+                "round": np.full(r * n, t, np.int32),
+            }
+            pts = await self.sanction_pop.act(
+                self.gids, sanction_obs, _fold(self.keys["sanction"], t)
+            )
+            pts = np.asarray(pts, np.float32).reshape(r, n, 2, -1)
+            done = stage_two(
+                self.params,
+                peers,
+                pay1,
+                jnp.asarray(pts[:, :, 0] * cfg.punishment),
+                jnp.asarray(pts[:, :, 1] * cfg.reward),
+            )
+            final, pun, rew = (np.asarray(x) for x in done)
+        learn_key = _fold(self.keys["learn"], t)
+        self.pop.learn(self.gids, obs, share.ravel(), final.ravel(), learn_key)
+        if self.sanction_pop is not None:
+            self.sanction_pop.learn(
+                self.gids, sanction_obs, pts.reshape(r * n, 2, -1), final.ravel(), learn_key
+            )
+        self.last = {"share": share, "payoff": final / e, "others": others}
+        if "llm" in self.present:
+            self._remember(t, share, views, mask, np.asarray(pay1), final, peers, pun, rew)
+        self._record(t, share, final, pun, rew)
+        self.rounds_done = t
+        if self.client is not None and self.client.budget_exhausted:
+            ctx.stop_reason = self.client.budget_message or "LLM budget reached"
+            self.sim.stop("llm budget")
+
+    def _remember(self, t, share, views, mask, pay1, final, peers, pun, rew) -> None:
+        """What LLM agents are told of this round later (kept for llm_history rounds)."""
+        cfg = self.cfg
+        zero = np.zeros_like(final)
+        fine = bonus = spent = zero
+        if pun is not None:
+            peers = np.asarray(peers)
+            got = np.zeros((self.r, self.n + 1))
+            rows = np.arange(self.r)[:, None, None]
+            np.add.at(got, (rows, peers), pun)
+            fine = cfg.punishment_fine * got[:, : self.n]
+            got[:] = 0.0
+            np.add.at(got, (rows, peers), rew)
+            bonus = cfg.reward_benefit * got[:, : self.n]
+            spent = cfg.punishment_cost * pun.sum(2) + cfg.reward_cost * rew.sum(2)
+        self.history.append(
+            {
+                "round": t,
+                "share": share,
+                "others": views,
+                "mask": mask,
+                "pay1": pay1,
+                "final": final,
+                "fine": fine,
+                "bonus": bonus,
+                "spent": spent,
+            }  # fmt: skip
+        )
+        self.history = self.history[-max(cfg.llm_history, 1) :]
+
+    # -- records ---------------------------------------------------------------------------
+    def _add(self, name: str, values: np.ndarray) -> None:
+        self.sums[name] = self.sums.get(name, 0.0) + np.asarray(values, np.float64)
+
+    def _record(self, t: int, share, final, pun, rew) -> None:
+        rec, reps, time = self.ctx.recorder, self.reps, float(t)
+        c_rate, welfare = share.mean(axis=1), final.mean(axis=1)
+        rec.record(time, "contribution_rate", c_rate, replicate=reps, kind="all")
+        rec.record(time, "welfare", welfare, replicate=reps, kind="all")
+        self._add("contribution_rate", c_rate)
+        self._add("welfare", welfare)
+        if self.cfg.agents == "mixed":
+            for kind in self.present:
+                m = self.kinds == kind
+                kc, kw = _masked_mean(share, m), _masked_mean(final, m)
+                rec.record(time, "contribution_rate", kc, replicate=reps, kind=kind)
+                rec.record(time, "welfare", kw, replicate=reps, kind=kind)
+                self._add(f"contribution_rate.{kind}", kc)
+                self._add(f"welfare.{kind}", kw)
+        for s in self.types:
+            m = self.strategy == s
+            has = m.any(axis=1)
+            sc, sp = _masked_mean(share, m)[has], _masked_mean(final, m)[has]
+            rec.record(time, "contribution_by_strategy", sc, replicate=reps[has], strategy=s)
+            rec.record(time, "payoff_by_strategy", sp, replicate=reps[has], strategy=s)
+        for on, name, pts in (
+            (self.cfg.punishment, "punishment_rate", pun),
+            (self.cfg.reward, "reward_rate", rew),
+        ):
+            if on:
+                rate = (pts.sum(axis=2) >= RATE_POINTS).mean(axis=1)
+                rec.record(time, name, rate, replicate=reps)
+                self._add(name, rate)
+
+    def headline(self) -> dict[str, np.ndarray]:
+        """Means over the rounds played of the per-round values."""
+        done = max(self.rounds_done, 1)
+        return {k: np.asarray(v, np.float64) / done for k, v in self.sums.items()}
+
+
+def _kinds(cfg: PublicGoodsConfig, ctx: RunContext, reps: np.ndarray) -> np.ndarray:
+    """Kind of every agent, (replicates, N); a mix is placed at random per replicate."""
+    if cfg.agents != "mixed":
+        return np.full((reps.size, cfg.population), cfg.agents, dtype=object)
+    return np.stack(
+        [parse_mix(cfg.split, cfg.population, ctx.rng.numpy("split", int(r))) for r in reps]
+    ).astype(object)
+
+
+class PublicGoods(Scenario):
+    """Public goods games on graphs with punishment and reward (Fehr & Gächter 2000)."""
+
+    name = "public-goods"
+    Config = PublicGoodsConfig
+    headline = ("contribution_rate", "welfare")
+    labels = {"kind": str, "strategy": str, "agent": int, "cohort": str}
+
+    def run(self, cfg: PublicGoodsConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
+        nb = build_neighbours(cfg, int(ctx.rng.numpy("graph").integers(2**31)))
+        return asyncio.run(self._arun(cfg, ctx, nb))
+
+    async def _arun(self, cfg: PublicGoodsConfig, ctx: RunContext, nb: Neighbours) -> dict:
+        batches = [(reps, _kinds(cfg, ctx, reps)) for reps in ctx.replicate_batches()]
+        needs_llm = any((k == "llm").any() for _, k in batches)
+        opened = open_client(
+            ctx.options,
+            run_dir=ctx.run_dir,
+            max_tokens=cfg.llm_max_tokens,
+            temperature=cfg.llm_temperature,
+            budget_tokens=cfg.llm_budget_tokens,
+            needed=needs_llm,
+        )
+        out: dict[str, np.ndarray] = {}
+        end = 0.0
+        async with opened as client:
+            for reps, kinds in batches:
+                batch = _Batch(cfg, ctx, reps, nb, kinds, client)
+                await batch.run()
+                for k, v in batch.headline().items():
+                    out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
+                end = max(end, float(batch.rounds_done))
+                if ctx.stop_reason:
+                    break
+            if client is not None:
+                record_usage(ctx.recorder, client, end, agents_per_replicate=cfg.population)
+        return out
+
+    def plot(self, frame: pd.DataFrame, plots_dir: Path, config: PublicGoodsConfig) -> list[Path]:
+        """One figure: contributions over rounds (all, per kind, per rule type), welfare, and
+        the sanction rates when on."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        if frame.empty:
+            return []
+        plots_dir.mkdir(parents=True, exist_ok=True)
+        sanctions = [m for m in ("punishment_rate", "reward_rate") if (frame["metric"] == m).any()]
+        panels = 2 + bool(sanctions)
+        fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.8), dpi=100)
+        for ax, metric, by_type, label in (
+            (axes[0], "contribution_rate", "contribution_by_strategy", "contribution / endowment"),
+            (axes[1], "welfare", "payoff_by_strategy", "earnings per agent per round"),
+        ):
+            sub = frame[frame["metric"] == metric]
+            for kind, part in sub.groupby("kind"):
+                mean = part.groupby("time")["value"].mean()
+                lw = 2.5 if kind == "all" else 1.5
+                ax.plot(mean.index, mean.values, lw=lw, marker="o", ms=3, label=str(kind))
+            types = frame[frame["metric"] == by_type]
+            for s, part in types.groupby("strategy"):
+                mean = part.groupby("time")["value"].mean()
+                ax.plot(mean.index, mean.values, lw=1, ls="--", label=f"rules: {s}")
+            ax.set_xlabel("round")
+            ax.set_ylabel(label)
+            ax.legend(fontsize=7, loc="best")
+        if sanctions:
+            for m in sanctions:
+                mean = frame[frame["metric"] == m].groupby("time")["value"].mean()
+                axes[2].plot(mean.index, mean.values, marker="o", ms=3, label=m)
+            axes[2].set_xlabel("round")
+            axes[2].set_ylabel("share of agents assigning points")
+            axes[2].legend(fontsize=7, loc="best")
+        fig.suptitle(
+            f"public goods: N={config.population}, groups={config.groups}, r={config.r:g}, "
+            f"agents={config.agents}"
+        )
+        fig.tight_layout()
+        path = plots_dir / "public_goods.png"
+        fig.savefig(path)
+        plt.close(fig)
+        return [path]
