@@ -8,7 +8,7 @@ import scenarios
 for behaviour in ("none", "isolate-when-sick", "threshold"):
     res = scenarios.run(
         "epidemic", seed=1, replicates=4, write=False,
-        agents=10_000, r0=2.5, symptomatic=0.5, behaviour=behaviour, threshold=0.005,
+        population=10_000, r0=2.5, symptomatic=0.5, behaviour=behaviour, threshold=0.005,
     )  # fmt: skip
     m = res.summary["metrics"]
     print(

@@ -247,8 +247,16 @@ def _strict_json(value: Any) -> Any:
     return value
 
 
+_ROW_COLUMNS = ("time", "metric", "value", "replicate")
+MAX_PLOT_LINES = 8  # more label values than this on one metric (per-agent rows) are averaged
+
+
 def plot_metrics(frame: pd.DataFrame, plots_dir: Path, metrics: list[str] | None = None) -> list[Path]:
-    """One PNG per metric: the mean over replicates against time, with each replicate faint."""
+    """One PNG per metric against time: the mean over replicates, each replicate faint.
+
+    Rows of a metric that carry labels (a cohort, a kind, a strategy) are drawn as one line
+    per label value, up to ``MAX_PLOT_LINES``; beyond that (per-agent rows) they are averaged.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -260,14 +268,22 @@ def plot_metrics(frame: pd.DataFrame, plots_dir: Path, metrics: list[str] | None
         return written
     for metric in metrics or sorted(frame["metric"].unique()):
         sub = frame[frame["metric"] == metric]
-        per_rep = sub.groupby(["replicate", "time"], as_index=False)["value"].mean()
-        if per_rep["time"].nunique() < 2:
+        if sub["time"].nunique() < 2:
             continue
+        labels = [c for c in sub.columns if c not in _ROW_COLUMNS and sub[c].notna().any()]
+        lines = sub.groupby(labels, dropna=False, sort=True) if labels else [((), sub)]
+        if labels and lines.ngroups > MAX_PLOT_LINES:
+            lines, labels = [((), sub)], []
         fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-        for _, rep in per_rep.groupby("replicate"):
-            ax.plot(rep["time"], rep["value"], color="tab:blue", alpha=0.25, lw=0.8)
-        mean = per_rep.groupby("time")["value"].mean()
-        ax.plot(mean.index, mean.values, color="tab:blue", lw=2, label="mean over replicates")
+        for i, (values, rows) in enumerate(lines):
+            values = values if isinstance(values, tuple) else (values,)
+            name = ", ".join(f"{k}={v}" for k, v in zip(labels, values, strict=True) if pd.notna(v))
+            colour = f"C{i % 10}"
+            per_rep = rows.groupby(["replicate", "time"], as_index=False)["value"].mean()
+            for _, rep in per_rep.groupby("replicate"):
+                ax.plot(rep["time"], rep["value"], color=colour, alpha=0.25, lw=0.8)
+            mean = per_rep.groupby("time")["value"].mean()
+            ax.plot(mean.index, mean.values, color=colour, lw=2, label=name or "mean over replicates")
         ax.set_xlabel("time")
         ax.set_ylabel(metric)
         ax.legend(loc="best", fontsize=8)

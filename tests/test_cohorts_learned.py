@@ -165,6 +165,17 @@ def test_determinism_and_batch_independence():
         assert not (np.asarray(c.act(c.agents, obs_of(N), jax.random.key(1))) == full).all()
 
 
+def test_an_agents_initial_policy_does_not_depend_on_the_cohort_size():
+    """A replicate batch of one gives one-agent cohorts: their draws must match larger ones."""
+    leaves = {
+        n: jax.tree_util.tree_leaves(LearnedCohort("l", np.arange(n), features=["a", "b"], key=7).state)
+        for n in (1, 2, 37)
+    }
+    for n in (1, 2):
+        for small, large in zip(leaves[n], leaves[37], strict=True):
+            np.testing.assert_array_equal(np.asarray(small), np.asarray(large)[:n])
+
+
 def test_learning_a_subset_touches_only_those_agents():
     c = bandit(rule="reinforce")
     before = np.asarray(c.state["params"][0]["b"])

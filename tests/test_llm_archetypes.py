@@ -28,6 +28,33 @@ def test_grouping_is_by_profile_and_sample():
     np.testing.assert_array_equal(spread.group_of, again.group_of)  # seeded
 
 
+def test_an_agents_sample_depends_on_seed_and_id_only():
+    # Two replicates of 6 agents (ids 0-5 and 6-11) with the same profiles: replicate 1's
+    # samples must be the same whether it is grouped alone or in a batch with replicate 0
+    # (or in another order); before, they were drawn by position in the call.
+    profiles = np.array([3, 1, 3, 3, 1, 3] * 2)
+    ids = np.arange(12)
+
+    def samples(arch):
+        return arch.group_sample[arch.group_of]
+
+    both = samples(Archetypes.from_profiles(profiles, n_samples=3, seed=7, agents=ids))
+    alone = samples(Archetypes.from_profiles(profiles[6:], n_samples=3, seed=7, agents=ids[6:]))
+    np.testing.assert_array_equal(both[6:], alone)
+    order = np.random.default_rng(0).permutation(12)
+    shuffled = samples(
+        Archetypes.from_profiles(profiles[order], n_samples=3, seed=7, agents=ids[order])
+    )
+    np.testing.assert_array_equal(shuffled, both[order])
+    # Still a draw: the samples vary over agents and with the seed, roughly evenly (4000
+    # agents over 4 samples: each count is 1000 +- 27.4 sd; 150 is over 5 sd).
+    many = np.arange(4000)
+    a = samples(Archetypes.from_profiles(np.zeros(4000, int), n_samples=4, seed=1, agents=many))
+    b = samples(Archetypes.from_profiles(np.zeros(4000, int), n_samples=4, seed=2, agents=many))
+    assert (np.abs(np.bincount(a, minlength=4) - 1000) < 150).all()
+    assert (a != b).mean() > 0.6  # independent draws differ with probability 3/4
+
+
 def test_bad_profiles_raise_clear_errors():
     with pytest.raises(ValueError, match="profiles must be a non-empty"):
         Archetypes.from_profiles([])
@@ -35,6 +62,8 @@ def test_bad_profiles_raise_clear_errors():
         Archetypes.from_profiles([{"a": 1}, {"b": 2}])
     with pytest.raises(ValueError, match="n_samples must be an int >= 1"):
         Archetypes.from_profiles([1, 2], n_samples=0)
+    with pytest.raises(ValueError, match="agents must be a 1-D integer array"):
+        Archetypes.from_profiles([1, 2], n_samples=2, agents=[0])
 
 
 async def test_a_large_population_costs_one_call_per_profile():

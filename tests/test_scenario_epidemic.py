@@ -24,7 +24,7 @@ from society.llm.testserver import TestServer
 
 LLM = "openai/test-model"
 # One shape for the well-mixed runs (N, replicates), so they share compiled kernels.
-MIXED = dict(agents=5000, initial_infected=10, replicates=4, write=False)
+MIXED = dict(population=5000, initial_infected=10, replicates=4, write=False)
 
 
 def final_size(r0: float) -> float:
@@ -200,6 +200,21 @@ def test_rule_behaviours_by_hand():
         np.testing.assert_allclose(np.asarray(c.act(np.arange(4), obs, key)), want, rtol=1e-6)
 
 
+def test_situation_says_this_morning_in_good_english():
+    one = prompts.situation(day=4, status=0, contacts="Among the 6 people you meet regularly",
+                            local="1", town="none", trend_code=2)  # fmt: skip
+    assert "Among the 6 people you meet regularly: 1 has symptoms this morning." in one
+    assert "In the whole town: no one has symptoms this morning." in one
+    assert "share with symptoms is rising" in one and "yesterday's report" not in one
+    many = prompts.situation(day=4, status=1, contacts="Among the people you meet regularly",
+                             local="none", town="2-5%", trend_code=0)  # fmt: skip
+    assert "regularly: no one has symptoms" in many
+    assert "2-5% of people have symptoms this morning" in many and "is falling" in many
+    assert "none of" not in many and "3 have" in prompts.situation(
+        day=0, status=0, contacts="x", local="3", town="1.0%", trend_code=1
+    )
+
+
 def test_prevalence_buckets_and_trend():
     assert prompts.bucket(np.array([0.0, 0.001, 0.005, 0.03, 0.6])).tolist() == [0, 1, 2, 4, 9]
     assert [prompts.BUCKET_TEXT[b] for b in (0, 4, 9)] == ["none", "2-5%", "over 50%"]
@@ -210,23 +225,36 @@ def test_prevalence_buckets_and_trend():
 
 # -- graphs, determinism ---------------------------------------------------------------------------
 GRAPH = dict(
-    agents=200, graph="random-regular", degree=6, initial_infected=5, replicates=2, write=False
+    population=200, graph="random-regular", degree=6, initial_infected=5, replicates=2, write=False
 )
-SMALL = dict(agents=300, initial_infected=5, r0=2.5, replicates=2)  # well mixed, for agent kinds
+SMALL = dict(
+    population=300, initial_infected=5, r0=2.5, replicates=2
+)  # well mixed, for agent kinds
 
 
-def test_graph_epidemic_same_seed_same_run():
-    a = scenarios.run("epidemic", seed=6, r0=3.0, days=40, **GRAPH)
-    b = scenarios.run("epidemic", seed=6, r0=3.0, days=40, **GRAPH)
-    assert a.summary["metrics"] == b.summary["metrics"]
+def test_graph_epidemic_same_seed_same_run_however_batched():
+    # Rules and learned agents: the two replicates in one batch, then one at a time. Every
+    # draw is keyed by (replicate, agent id) and a replicate whose epidemic is over stops
+    # counting, so the values per replicate must be identical (learned agents included: their
+    # kernels are per agent, with no reduction over the batch). Replicate 0's epidemic ends
+    # on day 37 while replicate 1's goes on, so the batched run has covered that case.
+    mix = dict(r0=3.0, days=40, agents="mixed", split="rules:3,learned:1", **GRAPH)
+    a = scenarios.run("epidemic", seed=7, **mix)
+    b = scenarios.run("epidemic", seed=7, batch_replicates=1, **mix)
+    assert set(a.summary["metrics"]) == set(b.summary["metrics"])
+    assert "mean_contact.learned" in a.summary["metrics"]
+    for metric in a.summary["metrics"]:
+        np.testing.assert_array_equal(values(a, metric), values(b, metric), err_msg=metric)
+    last = rows(a, "susceptible").groupby("replicate")["time"].max()
+    assert last[0] < last[1] == 40
     assert (values(a, "attack_rate") > 0.2).all()
-    c = scenarios.run("epidemic", seed=7, r0=3.0, days=40, **GRAPH)
+    c = scenarios.run("epidemic", seed=6, **mix)
     assert a.summary["metrics"]["attack_rate"] != c.summary["metrics"]["attack_rate"]
 
 
 # -- LLM agents against the test server ------------------------------------------------------------
 def test_llm_archetypes_one_call_per_profile(server, tmp_path):
-    res, calls = llm_run(server, seed=1, out=tmp_path / "run", agent_type="llm", days=15, **SMALL)
+    res, calls = llm_run(server, seed=1, out=tmp_path / "run", agents="llm", days=15, **SMALL)
     # Each day one call per distinct (replicate, health known, prevalence buckets, trend):
     # well mixed, at most 3 health states per replicate: far fewer calls than agents.
     per_day = rows(res, "llm_calls")["value"].to_numpy()
@@ -248,8 +276,14 @@ def test_llm_archetypes_one_call_per_profile(server, tmp_path):
 
 
 def test_llm_per_agent_calls_with_exact_numbers(server):
-    res, calls = llm_run(server, seed=2, agent_type="llm", llm_archetypes=False, days=3, **GRAPH)
-    assert 0 < calls <= 3 * 400  # identical prompts of one replicate share a call
+    res, calls = llm_run(server, seed=2, agents="llm", llm_archetypes=False, days=3, **GRAPH)
+    # Every agent draws its own reply: identical prompts (common on day 0, when every healthy
+    # agent of a replicate sees the same numbers) go as one call with n = the agents sharing
+    # them, so the choices asked for are one per LLM agent per day (with sample_of =
+    # replicate they would have shared one choice per replicate).
+    choices = sum(int(b.get("n") or 1) for b in server.bodies[-calls:])
+    agent_days = rows(res, "llm_calls")["value"].sum()
+    assert choices == agent_days == 3 * 400 and calls < choices
     text = user_text(server.bodies[-1])
     assert "Among the 6 people you meet regularly:" in text and "Day 2" in text
     assert "you chose" in text  # memory of the agent's own choices and their costs
@@ -257,7 +291,7 @@ def test_llm_per_agent_calls_with_exact_numbers(server):
 
 
 def test_mixed_population_breakdown_by_kind(server):
-    mixed = dict(agent_type="mixed", split="rules:2,learned:1,llm:1", days=20, write=False, **SMALL)
+    mixed = dict(agents="mixed", split="rules:2,learned:1,llm:1", days=20, write=False, **SMALL)
     res, calls = llm_run(server, seed=3, **mixed)
     m = res.summary["metrics"]
     for kind in ("rules", "learned", "llm"):
@@ -280,7 +314,7 @@ def test_mixed_population_breakdown_by_kind(server):
 
 def test_llm_budget_stops_the_run_cleanly(server):
     res, calls = llm_run(
-        server, agent_type="llm", days=60, llm_budget_tokens=2000, write=False, **SMALL
+        server, agents="llm", days=60, llm_budget_tokens=2000, write=False, **SMALL
     )
     assert res.summary["status"] == "stopped" and "budget" in res.summary["stop_reason"]
     assert calls < 60
@@ -295,15 +329,16 @@ def test_llm_budget_stops_the_run_cleanly(server):
         ({"graph": "torus"}, "must be one of complete"),
         ({"initial_infected": 2.5}, "initial_infected must be an integer count"),
         (
-            {"initial_infected": 20, "agents": 10},
-            "initial_infected (20) must be at most agents (10)",
+            {"initial_infected": 20, "population": 10},
+            "initial_infected (20) must be at most population (10)",
         ),
         ({"dt": 0.3}, "dt must divide a day"),
         ({"behaviour": "panic"}, "behaviour: unknown entry 'panic'"),
-        ({"agent_type": "mixed"}, "agent_type=mixed needs split"),
-        ({"split": "rules:1"}, "split is only used with agent_type=mixed"),
+        ({"agents": "mixed", "split": "rules:1,robots:1"}, "split: unknown entry 'robots'"),
+        ({"agents": "llms"}, "agents"),
+        ({"agent_type": "llm"}, "unknown parameter 'agent_type'"),
         ({"r0": -1}, "r0"),
-        ({"graph": "lattice", "agents": 10}, "agents"),
+        ({"graph": "lattice", "population": 10}, "population"),
         ({"colour": "red"}, "unknown parameter 'colour'"),
     ],
 )
@@ -319,11 +354,12 @@ def test_config_documents_every_parameter():
     for name in (
         "model",
         "graph",
+        "population",
         "agents",
+        "split",
         "r0",
         "recovery_rate",
         "initial_infected",
-        "agent_type",
     ):
         assert name in fields
     assert "epidemic" in scenarios.names()
@@ -342,7 +378,7 @@ def test_cli_run_writes_summary_and_plot(tmp_path):
         "--seed",
         "1",
     ]
-    for kv in ("agents=100", "graph=small-world", "degree=4", "r0=3", "days=30"):
+    for kv in ("population=100", "graph=small-world", "degree=4", "r0=3", "days=30"):
         cmd += ["--set", kv]
     cmd += ["--replicates", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -20,6 +20,7 @@ from scenarios.market.dynamics import (
     price_volatility,
     reenter,
 )
+from scenarios.market.model import HEADLINE
 from sim_core.errors import ConfigError
 from society.llm.testserver import TestServer
 
@@ -116,7 +117,9 @@ def test_ratings_reentry_volatility_and_crashes_by_hand():
     # log returns -ln2, +ln2, -ln4: population std.
     r = np.log([0.5, 2.0, 0.25])
     assert price_volatility(index)[0] == pytest.approx(r.std())
-    assert crashes(index, 0.2, 0.75)[:, 0].tolist() == [False, True, False, True]
+    # Period 1 is checked against the warm-up index: 2.0 after 2.0 is no crash, after 3.0 it is.
+    assert crashes(index, np.array([2.0]), 0.2, 0.75)[:, 0].tolist() == [False, True, False, True]
+    assert crashes(index, np.array([3.0]), 0.2, 0.75)[:, 0].tolist() == [True, True, False, True]
 
 
 # -- classic results -------------------------------------------------------------------------------
@@ -148,19 +151,37 @@ def test_ratings_drive_fraud_down_unless_sybils_reenter():
         share, sold = rows(res, "fraud_rate")["value"], rows(res, "units_sold")["value"]
         return np.round(share.to_numpy() * sold.to_numpy() * 20, 6)
 
-    # The Sybil listings (cheaper, claiming the honest quality) sell out in period 1: 2 x 8
-    # units. Without ratings they do so every period. With ratings, 8 units delivered at
-    # quality 0.2 leave a rating of (5 + 1.6) / 13 = 0.508: every consumer then prefers an
-    # honest listing (v x 0.508 - 1.35 < v - 1.5 for all v > 0.31), so fraud stops. An
-    # identity rated below reentry_rating = 0.6 comes back fresh and cheats again. These
-    # counts are exact for any arrival order (no tolerance needed).
-    assert fraud_units(no_ratings).tolist() == [16.0] * 8
-    assert fraud_units(rated).tolist() == [16.0] + [0.0] * 7
-    assert (fraud_units(back) == 16.0).all()
-    assert rows(back, "sybil_reentries")["value"].tolist() == [2.0] * 8
+    # The Sybils price off the LAST period's honest prices. Period 1: 0.9 x initial_price 2.0
+    # = 1.8 > the cost-plus price 1.5 at the same claimed quality, and the honest firms'
+    # 3 x 8 units cover all 20 consumers: the Sybils sell nothing. From period 2 they post
+    # 0.9 x 1.5 = 1.35 < 1.5 and sell out: 2 x 8 units (at least 16 consumers value the good
+    # above 1.35, as these runs show). Without ratings they do so every period. With ratings,
+    # 8 units delivered at quality 0.2 leave a rating of (5 + 1.6) / 13 = 0.508: every
+    # consumer then prefers an honest listing (v x 0.508 - 1.35 < v - 1.5 for all v > 0.31),
+    # so fraud stops. An identity rated below reentry_rating = 0.6 comes back fresh and cheats
+    # again. These counts are exact for any arrival order (no tolerance needed).
+    assert fraud_units(no_ratings).tolist() == [0.0] + [16.0] * 7
+    assert fraud_units(rated).tolist() == [0.0, 16.0] + [0.0] * 6
+    assert fraud_units(back).tolist() == [0.0] + [16.0] * 7
+    assert rows(back, "sybil_reentries")["value"].tolist() == [0.0] + [2.0] * 7
+    assert values(no_ratings, "fraud_rate")[0] == pytest.approx(
+        7 * 16 / rows(no_ratings, "units_sold")["value"].sum() / 20
+    )
     assert rows(rated, "sybil_rating")["value"].iloc[-1] == pytest.approx(6.6 / 13)
     welfare = [values(r, "consumer_welfare")[0] for r in (no_ratings, back, rated)]
     assert welfare[0] == pytest.approx(welfare[1]) and welfare[2] > welfare[0]
+
+
+def test_every_honest_price_is_clipped_and_a_fall_into_period_1_is_a_crash():
+    common = dict(SMALL, agents="rules", strategies="cost-plus", initial_price=2.0)
+    # Cost-plus with markup 4 wants 1 x 5 = 5: rule firms are held to max_price 4 too.
+    high = scenarios.run("market", seed=1, write=False, markup=4.0, max_price=4.0, **common)
+    assert (rows(high, "price", kind="rules")["value"] == 4.0).all()
+    # Markup 0.1: the index falls from the warm-up's 2.0 to 1.1 < (1 - 0.2) x 2.0 in period 1,
+    # then stays at 1.1 (>= cost): one crash in 6 periods.
+    low = scenarios.run("market", seed=1, write=False, markup=0.1, crash_drop=0.2, **common)
+    assert rows(low, "crash")["value"].tolist() == [1.0] + [0.0] * 5
+    assert values(low, "crash_rate") == [pytest.approx(1 / 6)]
 
 
 # -- each kind of agent ------------------------------------------------------------------------------
@@ -202,6 +223,7 @@ def test_llm_firms_price_from_the_prompt(server, tmp_path):
         agents="llm",
         sybil=1,
         sybil_identities=1,
+        visible=3,
         **SMALL,
     )
     bodies = server.bodies[before:]
@@ -217,6 +239,9 @@ def test_llm_firms_price_from_the_prompt(server, tmp_path):
     assert '"Premium product' in first  # the Sybil identity's listing is shown too
     system = bodies[0]["messages"][0]["content"]
     assert "Your profit per period = (price - 1.00) x units sold" in system
+    # Buyers are rules that ignore listing texts: the prompt says who reads them.
+    assert "Buyers never read listing texts: they choose on price and rating only" in system
+    assert "shown to the other sellers" in system
     # The client's accounting is recorded, and the cache lives in the run directory.
     total = res.metrics.query("cohort != cohort and agent != agent").set_index("metric")["value"]
     assert total["llm_requests"] == 18 and total["llm_fallbacks"] == 3  # period 3 falls back
@@ -224,20 +249,25 @@ def test_llm_firms_price_from_the_prompt(server, tmp_path):
     assert (tmp_path / "run" / "llm-cache.sqlite").exists()
 
 
-def test_mixed_run_compares_kinds_in_one_run(server):
-    res = scenarios.run(
-        "market",
-        seed=4,
-        replicates=2,
-        write=False,
-        llm=LLM,
-        api_base=server.url + "/v1",
+def test_mixed_run_compares_kinds_whatever_the_replicate_batches(server):
+    # Shapes as in the LLM test above (one Sybil identity, visible=3): compilations are shared.
+    params = dict(
+        SMALL,
+        sybil=1,
+        sybil_identities=1,
+        visible=3,
         agents="mixed",
         split="rules:1,learned:1,llm:1",
         strategies="cost-plus",
         markup=0.25,
-        **SMALL,
     )
+
+    def run(**kw):
+        return scenarios.run(
+            "market", seed=4, replicates=2, write=False, llm=LLM, api_base=server.url + "/v1", **kw
+        )
+
+    res = run(**params)
     m = res.summary["metrics"]
     for kind in ("rules", "learned", "llm"):
         assert len(m[f"price.{kind}"]["values"]) == 2
@@ -246,18 +276,24 @@ def test_mixed_run_compares_kinds_in_one_run(server):
     assert m["price.rules"]["values"] == [1.25, 1.25]  # cost-plus with markup 0.25
     learned = rows(res, "price", kind="learned")["value"]
     assert ((learned > 0) & (learned < 4.0)).all()  # a x max_price, a in (0, 1)
-
-
-def test_learned_firms_same_seed_same_run():
-    # One firm per replicate: the learned kernels compiled for the mixed run are reused.
-    params = dict(SMALL, firms=1, agents="learned", sybil=1, visible=2, periods=4)
-    a = scenarios.run("market", seed=5, replicates=2, write=False, **params)
-    b = scenarios.run("market", seed=5, replicates=2, write=False, **params)
-    for k in ("price_volatility", "consumer_welfare", "fraud_rate", "crash_rate"):
-        assert values(a, k) == values(b, k)
     # Replicates draw their own consumers, arrivals and policies.
+    assert m["consumer_welfare"]["values"][0] != m["consumer_welfare"]["values"][1]
+    # Every replicate draws from its own streams and every learned firm from (key, agent
+    # id): neither a rerun nor the replicate batches (one per replicate) change the results.
+    again, one = run(**params), run(batch_replicates=1, **params)
+    for k in (*HEADLINE, "crash_rate", "price.learned", "profit.learned", "profit.rules"):
+        assert values(again, k) == values(res, k), k
+        assert values(one, k) == values(res, k), k
+
+
+def test_rule_firms_give_identical_results_in_any_replicate_batches():
+    # Same shapes as the mixed run above (compilations shared); rules are exact.
+    params = dict(SMALL, sybil=1, sybil_identities=1, visible=3, agents="rules")
+    a = scenarios.run("market", seed=5, replicates=2, write=False, **params)
+    one = scenarios.run("market", seed=5, replicates=2, batch_replicates=1, write=False, **params)
+    for k in (*HEADLINE, "crash_rate"):
+        assert values(one, k) == values(a, k), k
     assert values(a, "consumer_welfare")[0] != values(a, "consumer_welfare")[1]
-    assert rows(a, "price", kind="learned")["value"].between(0, 4.0).all()
 
 
 # -- configuration and the command line ------------------------------------------------------------
@@ -269,6 +305,8 @@ def test_learned_firms_same_seed_same_run():
         ({"value_min": 3.0, "value_max": 2.0}, "value_max (2.0) must be >= value_min (3.0)"),
         ({"visible": 9}, "visible (9) must be <= the number of listings"),
         ({"periods": 1}, "periods"),
+        ({"initial_price": 5.0}, "initial_price (5.0) must be <= max_price (4.0)"),
+        ({"unit_cost": 4.0}, "unit_cost (4.0) must be < max_price (4.0)"),
         ({"colour": "red"}, "unknown parameter 'colour'"),
     ],
 )

@@ -83,25 +83,49 @@ def test_sanctions_by_hand():
     np.testing.assert_allclose(final, [5.0, 9.0, -9.0], rtol=1e-6)
 
 
+def check_groups(adj: np.ndarray, g: np.ndarray, pe: np.ndarray, size: int) -> np.ndarray:
+    """Checks a partition ``g`` and its peer table ``pe``; returns each agent's group size."""
+    n = g.size
+    sizes = np.bincount(g, minlength=n)
+    assert sizes.max() <= size and sizes.sum() == n
+    for gid in np.flatnonzero(sizes):
+        members = np.flatnonzero(g == gid)
+        reach = {members[0]}  # every group is connected in the graph
+        for _ in members:
+            reach |= {int(j) for i in reach for j in members if adj[i, j]}
+        assert reach == set(members.tolist())
+        for i in members:  # peers are exactly the group mates, padded with n
+            assert sorted(pe[i][pe[i] < n]) == sorted(members[members != i])
+    return sizes[g]
+
+
 def test_random_groups_partition_the_graph():
     keys = jax.random.split(jax.random.key(0), 2)
-    # Complete graph: groups of exactly 4 (stranger matching); a cycle: connected groups <= 3.
-    for graph, n, size, complete in (("complete", 24, 4, True), ("cycle", 12, 3, False)):
-        nb = neighbours(graph, n)
-        group, peers = (np.asarray(x) for x in draw_groups(nb.table, keys, 1, size, complete))
+    # Complete graph: groups of exactly 4 (stranger matching).
+    nb = neighbours("complete", 24)
+    adj = np.ones((24, 24), bool)
+    group, peers = (np.asarray(x) for x in draw_groups(nb.table, keys, 1, 4, True))
+    for g, pe in zip(group, peers, strict=True):
+        assert (check_groups(adj, g, pe, 4) == 4).all()
+    # Sparse graphs, their tables padded to one width (one compile): connected groups <= 4, and
+    # an agent is left alone only when every neighbour's group is full (a founder with no free
+    # neighbour joins a neighbour's group with room; before, up to 27% were alone at N=400).
+    n, width, alone = 64, 40, 0
+    for graph in ("cycle", "lattice", "small-world", "scale-free", "erdos-renyi"):
+        e = make_topology(graph, n, degree=4, seed=1).edges
+        nb = Neighbours.from_edges(np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]], n, table=True)
+        table = np.pad(np.asarray(nb.table), ((0, 0), (0, width - nb.table.shape[1])), constant_values=n)  # fmt: skip
         adj = np.zeros((n, n), bool)
         adj[np.asarray(nb.src), np.asarray(nb.dst)] = True
+        group, peers = (np.asarray(x) for x in draw_groups(table, keys, 1, 4))
         for g, pe in zip(group, peers, strict=True):
-            sizes = np.bincount(g, minlength=n)
-            assert sizes.max() <= size and sizes.sum() == n
-            if complete:
-                assert sorted(sizes[sizes > 0]) == [4] * 6
-            for gid in np.flatnonzero(sizes):
-                members = np.flatnonzero(g == gid)
-                # Someone (the founder) is adjacent to every other member.
-                assert any(adj[f, members[members != f]].all() for f in members)
-                for i in members:  # peers are exactly the group mates, padded with n
-                    assert sorted(pe[i][pe[i] < n]) == sorted(members[members != i])
+            sizes = check_groups(adj, g, pe, 4)
+            for i in np.flatnonzero(sizes == 1):
+                assert (sizes[adj[i]] == 4).all(), (graph, i)
+            alone += int((sizes == 1).sum())
+            if graph == "cycle":  # groups of 4 only through a join (a founder takes <= 2)
+                assert (sizes == 4).any()
+    assert alone > 0  # the case of a lone agent arises (hubs' leaves in scale-free)
 
 
 def test_neighbourhood_scenario_on_a_cycle_of_four():
@@ -117,6 +141,20 @@ def test_neighbourhood_scenario_on_a_cycle_of_four():
     m = res.summary["metrics"]
     assert m["contribution_rate"]["values"] == [0.5]
     assert m["welfare"]["values"][0] == pytest.approx(20 + 2 * 40 / 4, rel=1e-6)
+
+
+def test_an_isolated_agent_sits_out_of_neighbourhood_groups(tmp_path: Path):
+    edges = tmp_path / "path.txt"
+    edges.write_text("0 1\n1 2\n")  # a path 0-1-2; agent 3 has no neighbour
+    res = scenarios.run(
+        NAME, seed=0, write=False, population=4, graph=str(edges), groups="neighbourhood",
+        r=3.0, strategies="cooperator", rounds=2,
+    )  # fmt: skip
+    m = res.summary["metrics"]
+    assert m["grouped_share"]["values"] == [0.75]
+    # The three who play give 20 each: 155/3, 230/3 and 155/3 (groups {0,1}, {0,1,2}, {1,2}).
+    assert m["welfare"]["values"][0] == pytest.approx(60.0, rel=1e-6)
+    assert m["contribution_rate"]["values"] == [1.0]
 
 
 # -- classic results --------------------------------------------------------------------------
@@ -179,6 +217,24 @@ def test_same_seed_same_results():
     assert {"punishment_rate", "reward_rate", "contribution_rate.learned"} <= set(a)
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [  # the shapes of the classic tests above (their batch of 2 is compiled already)
+        dict(seed=2, strategies="cooperator:1,free-rider:1,punisher:1", punishment=True),
+        dict(seed=0, agents="learned", learning_rate=0.1),
+    ],
+    ids=["rules", "learned"],
+)
+def test_same_results_whatever_the_batching(kw):
+    kw = dict(replicates=2, write=False, rounds=4, **kw)
+    a = scenarios.run(NAME, **kw).summary["metrics"]
+    b = scenarios.run(NAME, batch_replicates=1, **kw).summary["metrics"]
+    assert set(a) == set(b)
+    for k in a:  # exactly: agents draw from keys of their global ids, whatever the batch
+        np.testing.assert_array_equal(a[k]["values"], b[k]["values"], err_msg=k)
+    assert len(set(a["welfare"]["values"])) == 2  # the replicates differ
+
+
 # -- LLM agents -------------------------------------------------------------------------------
 def reply(body: dict) -> str:
     """Give everything in round 1 and nothing after when punishment is on (else always give
@@ -226,6 +282,26 @@ def test_llm_agents_contribute_and_punish(server):
     later = [b["messages"][-1]["content"] for b in bodies if "Round 2 of 2. " in b["messages"][-1]["content"]]  # fmt: skip
     assert later and "the others in your group contributed 20, 20, 20" in later[0]
     assert "returns 0.4 tokens to you" in later[0]
+
+
+def test_an_agent_alone_sits_the_round_out(server):
+    before = len(server.bodies)
+    res = scenarios.run(
+        NAME, seed=0, write=False, llm="openai/test-model", api_base=server.url + "/v1",
+        agents="llm", population=5, rounds=3, llm_history=2,
+    )  # fmt: skip
+    users = [b["messages"][-1]["content"] for b in server.bodies[before:]]
+    # Complete graph, 5 agents, groups of 4: one agent alone each round. It is not asked
+    # (4 requests a round, not 5), keeps its 20 tokens (its later prompt says so, from the
+    # world's earnings) and the metrics are over the 4 who played: all gave 20, earned 32.
+    assert llm_total(res, "llm_requests") == 3 * 4  # identical prompts are sent once
+    assert any("you sat out and kept your 20 tokens" in u for u in users)
+    assert all("group has 4 members" in u for u in users)
+    m = res.summary["metrics"]
+    assert m["grouped_share"]["values"] == [pytest.approx(0.8)]
+    assert m["contribution_rate"]["values"] == [1.0]
+    assert m["welfare"]["values"] == [pytest.approx(32.0)]
+    assert (per_round(res, "grouped_share") == 0.8).all()
 
 
 def test_mixed_society_breaks_behaviour_down_by_kind(server):
@@ -293,7 +369,8 @@ def test_cli_run_writes_summary_and_plot(tmp_path: Path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert set(summary["metrics"]) == {"contribution_rate", "welfare"}
+    assert set(summary["metrics"]) == {"contribution_rate", "welfare", "grouped_share"}
+    assert summary["metrics"]["grouped_share"]["values"] == [1.0, 1.0]  # 8 = two groups of 4
     assert summary["status"] == "completed" and summary["config"]["population"] == 8
     assert len(summary["metrics"]["welfare"]["values"]) == 2
     png = out / "plots" / "public_goods.png"

@@ -14,8 +14,14 @@ ignored; LLM agents of collapsed lakes are not asked).
 
 Metrics of an episode, per lake (GovSim's definitions, with continuous tons):
 
-- ``survival_time``: the month in which the lake collapsed, or ``periods`` if it never did
-  (GovSim's survival months); ``survived``: 1 if it never collapsed (mean = survival rate).
+- ``survival_time``: GovSim's survival months: the month in which the lake collapsed, or
+  ``periods`` if it never did. This follows GovSim's analysis code
+  (``compute_survival_months_stats`` in ``simulation/analysis/plots.py``: round index + 1 of
+  the first stock below 5 t, else 12) and its paper's ``m = max{t | h(t) > C}`` with h(t)
+  the stock at the start of month t, so values compare with GovSim's tables. Hence a lake
+  that collapsed in its last month also scores ``periods``; ``survived`` (1 if it never
+  collapsed; its mean is GovSim's survival rate, and it is GovSim's collapse flag) tells the
+  two apart, as GovSim's own Kaplan-Meier event indicator does.
 - ``sustainability``: 1 - over-usage, where over-usage is the share of positive catch
   requests, over all fishers and months of the episode, above the per-fisher sustainability
   threshold f(S)/N (f: :func:`dynamics.sustainable_catch`, the largest total catch after which
@@ -327,7 +333,7 @@ class _Batch:
         if m == 0:
             self._begin_episode(e)
         self.month = m + 1
-        view = observe(
+        self.view = observe(
             jnp.asarray(self.stock),
             cfg.capacity,
             cfg.growth_rate,
@@ -336,7 +342,6 @@ class _Batch:
             n,
             doubling=self.doubling,
         )
-        self.view = {k: np.asarray(v) for k, v in jax.device_get(view).items()}
         alive_agents = np.repeat(self.alive, n)
         if cfg.communication and self.is_llm.any():
             await self._discuss(np.flatnonzero(self.is_llm & alive_agents))

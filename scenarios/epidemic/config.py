@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from scenarios.fields import KINDS, Graph, Split
+from scenarios.fields import Graph, Split, parse_split
 from society.mix import parse_weights
 
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
@@ -27,7 +27,7 @@ class EpidemicConfig(BaseModel):
         "lattice | random-regular | erdos-renyi | small-world | scale-free | a path to an "
         "edge-list file ('u v' per line), as in network-game",
     )
-    agents: int = Field(
+    population: int = Field(
         10_000, ge=2, description="number of agents N (a square number for lattice)"
     )
     degree: int = Field(
@@ -86,16 +86,17 @@ class EpidemicConfig(BaseModel):
         description="transmission step in days (1/dt must be an integer); agents choose their "
         "contact level once a day",
     )
-    agent_type: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
         "rules",
         description="who chooses each agent's daily contact level: rules ('behaviour'), learned "
-        "policies (REINFORCE on the daily reward), LLM agents, or a mix given by 'split'. Rules "
-        "by default: the classic SIR/SEIR results are the baseline that the AgentTorch-style "
-        "LLM populations are compared with",
+        "policies (REINFORCE on the daily reward), llm (through the LLM client; the local model "
+        "unless --llm is given), or mixed (see split). Rules by default: the classic SIR/SEIR "
+        "results are the baseline that the AgentTorch-style LLM populations are compared with",
     )
-    split: Split | None = Field(
-        None,
-        description="agent_type=mixed: relative shares of each kind, e.g. 'rules:8,learned:1,llm:1'",
+    split: Split = Field(
+        "rules:8,learned:1,llm:1",
+        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
+        "(counts by largest remainder, placed at random per replicate); ignored otherwise",
     )
     behaviour: str = Field(
         "none",
@@ -172,15 +173,9 @@ class EpidemicConfig(BaseModel):
             raise ValueError(
                 f"initial_infected must be an integer count >= 1 or a fraction < 1, got {self.initial_infected}"
             )
-        if self.seeds() > self.agents:
+        if self.seeds() > self.population:
             raise ValueError(
-                f"initial_infected ({self.seeds()}) must be at most agents ({self.agents})"
-            )
-        if self.agent_type == "mixed" and self.split is None:
-            raise ValueError("agent_type=mixed needs split, e.g. 'rules:8,learned:1,llm:1'")
-        if self.agent_type != "mixed" and self.split is not None:
-            raise ValueError(
-                f"split is only used with agent_type=mixed (agent_type is {self.agent_type})"
+                f"initial_infected ({self.seeds()}) must be at most population ({self.population})"
             )
         return self
 
@@ -188,7 +183,7 @@ class EpidemicConfig(BaseModel):
         """Number of agents infectious on day 0."""
         if self.initial_infected >= 1:
             return int(self.initial_infected)
-        return max(1, int(round(self.initial_infected * self.agents)))
+        return max(1, int(round(self.initial_infected * self.population)))
 
     def substeps(self) -> int:
         """Transmission steps per day."""
@@ -196,4 +191,4 @@ class EpidemicConfig(BaseModel):
 
     def kinds(self) -> dict[str, float]:
         """Weights of each kind of agent present (one kind unless mixed)."""
-        return parse_weights(self.split, KINDS, "split") if self.split else {self.agent_type: 1.0}
+        return parse_split(self.split) if self.agents == "mixed" else {self.agents: 1.0}

@@ -142,7 +142,8 @@ class ArchetypeLLMCohort(Cohort):
             axis=1,
         )
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1))
-        arch = Archetypes.from_profiles(rows, n_samples=self.n_samples, seed=seed)
+        # Each agent's sample depends on (day's seed, agent id) only, not on the batch.
+        arch = Archetypes.from_profiles(rows, n_samples=self.n_samples, seed=seed, agents=agents)
         day = int(obs["day"][0])
         requests = arch.requests(
             lambda prof: self.render(day, prof),
@@ -168,7 +169,7 @@ class PerAgentLLMCohort(LLMCohort):
     """One LLM call per agent per day with exact numbers and a short memory of its choices
     and their costs (``llm_archetypes=false``; for small populations)."""
 
-    def __init__(self, name, agents, client, *, system: str, graph: bool, n_agents: int):
+    def __init__(self, name, agents, client, *, system: str, graph: bool):
         super().__init__(
             name,
             agents,
@@ -179,7 +180,7 @@ class PerAgentLLMCohort(LLMCohort):
             system_prompt=system,
             memory_size=4,
             to_action=lambda m: m.contact,
-            sample_of=lambda agent: agent // n_agents,  # replicates draw independently
+            sample_of=lambda agent: agent,  # every agent draws its own reply
         )
         self.graph = graph
         self.last_calls = 0
@@ -219,7 +220,7 @@ class _Batch:
         system: str,
     ):
         self.cfg, self.ctx, self.reps, self.p, self.nb, self.client = cfg, ctx, reps, p, nb, client
-        n, b = cfg.agents, reps.size
+        n, b = cfg.population, reps.size
         self.n, self.b = n, b
         self.gids = (reps[:, None] * n + np.arange(n)).ravel()
         self.kinds = np.concatenate([kinds_of(cfg, ctx, int(r)) for r in reps])
@@ -286,9 +287,7 @@ class _Batch:
                 "llm", ids, self.client, system=system, n_agents=self.n,
                 n_samples=cfg.llm_samples, graph=graph,
             )  # fmt: skip
-        return PerAgentLLMCohort(
-            "llm", ids, self.client, system=system, graph=graph, n_agents=self.n
-        )
+        return PerAgentLLMCohort("llm", ids, self.client, system=system, graph=graph)
 
     async def run(self) -> None:
         self.sim.every(1.0, self.step, name="epidemic day")
@@ -382,7 +381,7 @@ class _Batch:
         everyone = np.ones(b, bool)
         for k, v in out.items():
             self._record(t, k, v, everyone)
-        if self.cfg.agent_type == "mixed":
+        if self.cfg.agents == "mixed":
             kinds = self.kinds.reshape(b, n)
             for kind in KINDS:
                 m = kinds == kind
@@ -398,9 +397,9 @@ class _Batch:
 
 def kinds_of(cfg: EpidemicConfig, ctx: RunContext, replicate: int) -> np.ndarray:
     """Kind of every agent of one replicate (a mix is drawn per replicate)."""
-    if cfg.split is None:
-        return np.full(cfg.agents, cfg.agent_type, dtype=object)
-    return parse_mix(cfg.split, cfg.agents, ctx.rng.numpy("split", replicate)).astype(object)
+    if cfg.agents != "mixed":
+        return np.full(cfg.population, cfg.agents, dtype=object)
+    return parse_mix(cfg.split, cfg.population, ctx.rng.numpy("split", replicate)).astype(object)
 
 
 def build_graph(
@@ -408,17 +407,20 @@ def build_graph(
 ) -> tuple[Neighbours | None, np.ndarray, float | None]:
     """(neighbours, degree per agent, mean degree); well mixed: (None, N - 1 each, None)."""
     if cfg.graph == "complete":
-        return None, np.full(cfg.agents, cfg.agents - 1), None
+        return None, np.full(cfg.population, cfg.population - 1), None
     seed = int(ctx.rng.numpy("graph").integers(2**31))
     try:  # graph parameters are user input: their errors are config errors
         topo = make_topology(
-            cfg.graph, cfg.agents, degree=cfg.degree, neighbourhood=cfg.neighbourhood,
+            cfg.graph, cfg.population, degree=cfg.degree, neighbourhood=cfg.neighbourhood,
             periodic=cfg.periodic, rewire=cfg.rewire, seed=seed,
         )  # fmt: skip
-        if topo.n != cfg.agents:
-            raise ValueError(f"graph '{cfg.graph}' has {topo.n} nodes but agents={cfg.agents}")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        if topo.n != cfg.population:
+            raise ValueError(
+                f"graph '{cfg.graph}' has {topo.n} nodes but population={cfg.population}"
+            )
+    except ValueError as exc:  # the topology calls N 'agents': name the parameter here
+        msg = str(exc).replace("agents must", "population must")
+        raise ConfigError(f"graph={cfg.graph}, population={cfg.population}: {msg}") from None
     degree = np.asarray(topo.degree)
     return topo.neighbours(), degree, float(degree.mean())
 
@@ -431,7 +433,7 @@ def params_of(cfg: EpidemicConfig, mean_degree: float | None) -> Params:
         incubation_rate=cfg.incubation_rate,
         symptomatic=cfg.symptomatic,
         dt=cfg.dt,
-        n=cfg.agents,
+        n=cfg.population,
         mean_degree=mean_degree,
     )
 
@@ -451,7 +453,7 @@ class Epidemic(Scenario):
         nb, degree, mean_degree = build_graph(cfg, ctx)
         p = params_of(cfg, mean_degree)
         system = prompts.system_prompt(
-            agents=cfg.agents,
+            agents=cfg.population,
             r0=cfg.r0,
             recovery_rate=cfg.recovery_rate,
             incubation_rate=cfg.incubation_rate if cfg.model == "SEIR" else None,

@@ -109,15 +109,24 @@ def _points(x: float) -> str:
 def situation(
     *, day: int, status: int, contacts: str | None, local: str, town: str, trend_code: int
 ) -> str:
-    """One person's (or archetype's) situation today; ``contacts`` None (well mixed): the
-    town's share is all there is to know."""
-    near = f"{contacts}: {local} have symptoms now.\n" if contacts is not None else ""
+    """One person's (or archetype's) situation at the start of today, before the choice;
+    ``contacts`` None (well mixed): the town's share is all there is to know."""
+    near = f"{contacts}: {_have(local)} symptoms this morning.\n" if contacts is not None else ""
+    people = "no one" if town == "none" else f"{town} of people"
     return (
         f"Day {day} of the outbreak. {STATUS_TEXT[status]}\n"
-        f"{near}In the whole town: {town} of people have symptoms now (yesterday's report), and this "
-        f"share is {TREND_TEXT[trend_code]}.\n"
+        f"{near}In the whole town: {people} {'has' if town == 'none' else 'have'} symptoms this "
+        f"morning. Compared with yesterday morning, the town's share with symptoms is "
+        f"{TREND_TEXT[trend_code]}.\n"
         "What contact level do you choose for today?"
     )
+
+
+def _have(count: str) -> str:
+    """'no one has', '1 has', '3 have', '2-5% have' (a count, a bucket or 'none')."""
+    if count in ("none", "0"):
+        return "no one has"
+    return f"{count} has" if count == "1" else f"{count} have"
 
 
 def contacts_phrase(degree: int) -> str:

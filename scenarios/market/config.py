@@ -56,13 +56,19 @@ class MarketConfig(BaseModel):
         description="listings each consumer sees per period (a fresh random subset each period); "
         "None: all of them",
     )
-    initial_price: float = Field(2.0, gt=0, description="every honest firm's price before period 1")
+    initial_price: float = Field(
+        2.0,
+        gt=0,
+        description="every honest firm's price in the warm-up period 0 (<= max_price); the Sybil "
+        "prices and the crash check of period 1 start from it",
+    )
     max_price: float = Field(
         4.0,
         gt=0,
-        description="highest price a firm may post: LLM prices are clipped to [0, max_price]; a "
-        "learned firm's action a in (0, 1) posts a x max_price (a markup of a x max_price / "
-        "unit_cost - 1, so below-cost prices are possible)",
+        description="highest price an honest firm may post (> unit_cost): every honest price "
+        "(rules, learned, LLM) is clipped to [0, max_price]; a learned firm's action a in (0, 1) "
+        "posts a x max_price (a markup of a x max_price / unit_cost - 1, so below-cost prices "
+        "are possible)",
     )
     markup: float = Field(
         0.5, ge=0, description="cost-plus firms: price = unit_cost x (1 + markup)"
@@ -85,7 +91,8 @@ class MarketConfig(BaseModel):
         0.9,
         gt=0,
         description="Sybil listings post sybil_discount x the lowest honest price of the last "
-        "period (never below sybil_cost): a rule operator undercutting the honest market",
+        "period (initial_price in period 1; never below sybil_cost): a rule operator "
+        "undercutting the honest market without seeing this period's prices",
     )
     ratings: bool = Field(
         True,
@@ -137,6 +144,12 @@ class MarketConfig(BaseModel):
             raise ValueError(
                 f"value_max ({self.value_max}) must be >= value_min ({self.value_min})"
             )
+        if self.initial_price > self.max_price:
+            raise ValueError(
+                f"initial_price ({self.initial_price}) must be <= max_price ({self.max_price})"
+            )
+        if self.unit_cost >= self.max_price:
+            raise ValueError(f"unit_cost ({self.unit_cost}) must be < max_price ({self.max_price})")
         if self.visible is not None and self.visible > self.listings():
             raise ValueError(
                 f"visible ({self.visible}) must be <= the number of listings "

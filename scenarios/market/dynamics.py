@@ -121,13 +121,12 @@ def price_volatility(index: np.ndarray) -> np.ndarray:
     return r.std(axis=0)
 
 
-def crashes(index: np.ndarray, drop: float, cost: float) -> np.ndarray:
+def crashes(index: np.ndarray, start: np.ndarray, drop: float, cost: float) -> np.ndarray:
     """Crash periods (periods, replicates): the index fell by more than ``drop`` since the
-    period before, or lies below unit cost."""
-    prev = np.concatenate([index[:1], index[:-1]], axis=0)
-    fell = np.zeros_like(index, dtype=bool)
-    fell[1:] = index[1:] < (1.0 - drop) * prev[1:]
-    return fell | (index < cost)
+    period before, or lies below unit cost. ``start`` (replicates,) is the index of the
+    warm-up period 0, so a fall from the initial price into period 1 counts too."""
+    prev = np.concatenate([np.asarray(start, np.float64)[None], index[:-1]], axis=0)
+    return (index < (1.0 - drop) * prev) | (index < cost)
 
 
 # -- rule firms (strategies of a RuleCohort; prices as float32) ---------------------------------

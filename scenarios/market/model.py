@@ -5,22 +5,26 @@ each other into a price spiral below unit cost) and "The Lemon Market" (C2C: one
 agent runs several seller identities with fraudulent listings, eroding trust and consumer
 welfare). This scenario puts both in one posted-price market:
 
-- Honest firms (the decision makers: rules, learned, LLM or a mix) post a price each period;
-  each has a unit cost, a capacity per period and a true quality that it also claims.
+- Honest firms (the decision makers: rules, learned, LLM or a mix) post a price each period
+  (clipped to [0, ``max_price``]); each has a unit cost, a capacity per period and a true
+  quality that it also claims.
 - ``sybil`` rule operators each control ``sybil_identities`` listings that claim the honest
   quality but deliver ``sybil_quality``; they price at ``sybil_discount`` x the lowest
-  honest price of the last period. With ``ratings`` each listing's rating moves from its
-  claim towards the quality buyers received; an identity rated below ``reentry_rating`` is
+  honest price of the last period (``initial_price`` in period 1), so they never see this
+  period's honest prices before posting. With ``ratings`` each listing's rating moves from
+  its claim towards the quality buyers received; an identity rated below ``reentry_rating`` is
   abandoned and re-enters as a fresh identity (rating reset to the claim).
 - Consumers are vectorised rules; the clearing rule is in :mod:`scenarios.market.dynamics`.
 
 Period 0 is a warm-up: the market clears once at ``initial_price`` (not recorded, ratings
-untouched), so every firm decides period 1 knowing a last period's sales and rivals. Metrics (per replicate, over periods 1..T):
+untouched), so every firm decides period 1 knowing a last period's sales and rivals.
+Metrics (per replicate, over periods 1..T):
 
 - ``price_volatility``: std over periods of ``log(I_t / I_{t-1})``, I_t = mean honest price;
 - ``consumer_welfare``: mean realised surplus (on true quality) per consumer per period;
 - ``fraud_rate``: share of all purchases made from Sybil listings (0 if nothing sold);
-- ``crash_rate``: share of periods that are crashes (I fell by > ``crash_drop``, or I < cost);
+- ``crash_rate``: share of periods that are crashes (I fell by > ``crash_drop`` since the
+  period before, period 1 against the warm-up's ``initial_price``; or I < cost);
 - with ``agents=mixed``: ``price.<kind>`` and ``profit.<kind>`` (mean per firm per period).
 """
 
@@ -175,7 +179,9 @@ class _Batch:
         self.t = 0
         self.sim = Scheduler()
         honest = np.full((b, f), cfg.initial_price)
+        self.last_honest = honest  # the Sybils' reference: the honest prices of the last period
         self._clear(honest)  # period 0: the market clears once at the initial price
+        self.start_index = honest.mean(axis=1)  # period 0's price index, for period 1's crash
 
     # -- setup -----------------------------------------------------------------------------
     def _kinds(self, rep: int) -> np.ndarray:
@@ -238,9 +244,13 @@ class _Batch:
 
     # -- one period ------------------------------------------------------------------------
     def _clear(self, honest: np.ndarray) -> dict[str, np.ndarray]:
-        """Post ``honest`` prices (b, f) plus the Sybil prices, clear, update ratings."""
+        """Post ``honest`` prices (b, f) plus the Sybil prices, clear, update ratings. The
+        Sybils price off the last period's honest prices: they do not see this period's."""
         cfg = self.cfg
-        sybil = sybil_prices(honest, self.n_list - self.f, cfg.sybil_discount, cfg.sybil_cost)
+        sybil = sybil_prices(
+            self.last_honest, self.n_list - self.f, cfg.sybil_discount, cfg.sybil_cost
+        )
+        self.last_honest = honest.copy()
         price = np.concatenate([honest, sybil], axis=1)
         perceived = perceived_quality(
             self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
@@ -339,6 +349,7 @@ class _Batch:
         raw = np.asarray(await self.pop.act(ids, obs, key), np.float64)
         kind = self.kind.reshape(-1)
         price = np.where(kind == "learned", raw * cfg.max_price, raw)
+        price = np.clip(price, 0.0, cfg.max_price)  # every honest firm, whatever its kind
         if "llm" in self.kind_names:
             llm = self.pop.cohort("llm")
             rows = llm.agents - self.offset
@@ -381,7 +392,7 @@ class _Batch:
             replicate=reps,
         )
         rec.record(t, "units_sold", bought / cfg.consumers, replicate=reps)
-        prev = s["index"][-2] if len(s["index"]) > 1 else index
+        prev = s["index"][-2] if len(s["index"]) > 1 else self.start_index
         crash = (index < (1 - cfg.crash_drop) * prev) | (index < cfg.unit_cost)
         rec.record(t, "crash", crash.astype(float), replicate=reps)
         if cfg.sybil:
@@ -403,11 +414,12 @@ class _Batch:
             return {k: nan for k in (*HEADLINE, "crash_rate")}
         index = np.stack(s["index"])
         bought, fraud = np.stack(s["purchases"]).sum(axis=0), np.stack(s["fraud"]).sum(axis=0)
+        crash = crashes(index, self.start_index, cfg.crash_drop, cfg.unit_cost)
         out = {
             "price_volatility": price_volatility(index) if len(index) > 1 else nan,
             "consumer_welfare": np.stack(s["welfare"]).mean(axis=0),
             "fraud_rate": np.divide(fraud, bought, out=np.zeros(self.b), where=bought > 0),
-            "crash_rate": crashes(index, cfg.crash_drop, cfg.unit_cost).mean(axis=0),
+            "crash_rate": crash.mean(axis=0),
         }
         if cfg.agents == "mixed":
             price, profit = np.stack(s["price"]).mean(axis=0), np.stack(s["profit"]).mean(axis=0)

@@ -2,8 +2,10 @@
 
 The system prompt states the market's rules and payoffs; each period's prompt gives the
 firm's cost, capacity, its own recent prices, sales and profits, and the rivals' prices and
-listings of the last period. Rivals' listing texts are written by other agents: they are
-shown as quoted JSON strings, data rather than instructions.
+listings of the last period. Buyers are rules that choose on price and rating only, so a
+firm's listing text is read by the other firms alone (cheap talk between sellers, and the
+Sybils' claims they can see); the prompt says so. Rivals' listing texts are written by other
+agents: they are shown as quoted JSON strings, data rather than instructions.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ class FirmAction(BaseModel):
 
     reason: str = Field(description="one short sentence on why this price")
     price: float = Field(ge=0, description="price per unit for this period")
-    listing: str = Field(description="a short product listing shown to buyers (one line)")
+    listing: str = Field(
+        description="a one-line listing text; only the other firms read it (buyers choose on "
+        "price and rating only)"
+    )
 
 
 def money(x: float) -> str:
@@ -48,6 +53,8 @@ def system_prompt(
         if ratings
         else "Buyers see the quality each listing claims; there is no rating system. "
     )
+    shown = "rating" if ratings else "claimed quality"
+    seen = "rated" if ratings else "claimed"
     return (
         "You run a firm in an online marketplace. Each period every seller posts a price for "
         "the same kind of product, then buyers shop.\n"
@@ -58,15 +65,17 @@ def system_prompt(
         f"- Your product's quality is {quality:g}. Each buyer values one unit at (quality x "
         f"their value per unit of quality), with values spread between {value_min:g} and "
         f"{value_max:g}. Buyers arrive in random order; each buys at most one unit, from the "
-        "listing that gives it the most value for money (rated quality x its value - price), "
+        f"listing that gives it the most value for money ({seen} quality x its value - price), "
         "if that is positive and the listing still has stock.\n"
         f"- {rating}\n"
+        f"- Buyers never read listing texts: they choose on price and {shown} only. Your "
+        "listing text is shown to the other sellers next period, as theirs are shown to you.\n"
         f"- Your profit per period = (price - {money(unit_cost)}) x units sold. Prices must lie "
         f"between 0 and {money(max_price)}.\n"
         f"The market lasts {periods} periods. Your goal is to maximise your total profit over "
         "all periods.\n"
         'Reply with a JSON object with fields "reason" (one short sentence), "price" (a number) '
-        'and "listing" (a one-line product description), and nothing else.'
+        'and "listing" (one line of text for the other sellers), and nothing else.'
     )
 
 

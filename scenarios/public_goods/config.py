@@ -51,9 +51,12 @@ class PublicGoodsConfig(BaseModel):
         "group_size over the graph (a random unassigned focal agent plus group_size-1 of its "
         "unassigned neighbours, drawn at random, until everyone is placed; on a complete graph "
         "this is the lab's stranger matching; where too few neighbours are free a group is "
-        "smaller); neighbourhood: Santos, Santos & Pacheco (2008): every agent centres one "
-        "fixed group of itself and its neighbours, so it plays in k+1 groups and its "
-        "contribution is split equally among them (the cost-per-individual variant)",
+        "smaller, and a focal agent with none free joins a neighbour's group that has room); "
+        "neighbourhood: Santos, Santos & Pacheco (2008): every agent centres one fixed group of "
+        "itself and its neighbours, so it plays in k+1 groups and its contribution is split "
+        "equally among them (the cost-per-individual variant). An agent left alone (no "
+        "neighbour's group has room; an isolated node) sits the round out: it keeps its "
+        "endowment, is not asked and is left out of that round's metrics (see grouped_share)",
     )
     group_size: int = Field(
         4, ge=2, description="groups=random: members per group n (4 as in Fehr & Gächter 2000)"

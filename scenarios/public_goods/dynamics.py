@@ -61,31 +61,44 @@ def neighbourhood_payoffs(nb: Neighbours, c: jax.Array, endowment, r) -> jax.Arr
 def partition(table: jax.Array, key: jax.Array, group_size: int) -> jax.Array:
     """Random groups over a graph: visit the agents in a random order; an agent not yet placed
     founds a group with up to ``group_size - 1`` of its neighbours not yet placed, drawn at
-    random. Group ids are in [0, N). ``table``: the padded neighbour table (padding N).
-    One PRNG draw and no sort inside the scan (each costs seconds of XLA compile on CPU)."""
+    random. A founder with no neighbour left unplaced joins instead the group of a random
+    neighbour whose group has room (so sizes stay <= ``group_size``; it is then adjacent to
+    that neighbour, not necessarily to the founder); only when none has room is it left alone,
+    and the model has it sit the round out. Group ids are in [0, N). ``table``: the padded
+    neighbour table (padding N). One PRNG draw and no sort inside the scan (each costs seconds
+    of XLA compile on CPU)."""
     n, width = table.shape
     u = jax.random.uniform(key, (n, width + 1))
     order = jnp.argsort(u[:, 0])
     # Each row's neighbours in a random order (padding mixed in; it is never open).
     shuffled = jnp.take_along_axis(table, jnp.argsort(u[:, 1:], axis=1), axis=1)
 
-    def found(group, t):
+    def found(carry, t):
+        group, size = carry  # size: members of each group id (slot n absorbs the rest)
         f = order[t]
         free = group[f] < 0
         row = shuffled[f]
         open_ = (row < n) & (group[row] < 0)
         pick = free & open_ & (jnp.cumsum(open_) <= group_size - 1)
-        group = group.at[jnp.where(pick, row, n)].set(t)  # slot n absorbs the rest
-        group = group.at[f].set(jnp.where(free, t, group[f]))
-        return group, None
+        room = (row < n) & (size[group[row]] < group_size)  # placed neighbours' groups
+        stuck = free & ~open_.any()
+        j = jnp.argmax(room)  # the first in the random order
+        join = stuck & room[j]
+        gid = jnp.where(join, group[row[j]], t)
+        group = group.at[jnp.where(pick, row, n)].set(t)
+        group = group.at[f].set(jnp.where(free, gid, group[f]))
+        size = size.at[jnp.where(free, gid, n)].add(1 + pick.sum())
+        return (group, size), None
 
-    group, _ = jax.lax.scan(found, jnp.full(n + 1, -1, jnp.int32), jnp.arange(n))
+    start = (jnp.full(n + 1, -1, jnp.int32), jnp.zeros(n + 1, jnp.int32))
+    (group, _), _ = jax.lax.scan(found, start, jnp.arange(n))
     return group[:n]
 
 
 def shuffle_partition(n: int, key: jax.Array, group_size: int) -> jax.Array:
     """:func:`partition` on a complete graph, where it is a random permutation cut into
-    consecutive groups of ``group_size`` (the last one smaller): the lab's stranger matching."""
+    consecutive groups of ``group_size`` (the last one smaller; every other group is full, so
+    a last group of one sits the round out): the lab's stranger matching."""
     order = jnp.argsort(jax.random.uniform(key, (n,)))
     return jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32) // group_size)
 

@@ -16,10 +16,17 @@ sanction intensity x in (0, 1), assigning ``x * max_points`` punishment points t
 below the group mean and reward points to each mate at or above it. LLM agents see the rules,
 their own recent rounds and, in the sanction stage, their mates' contributions.
 
-Recorded per round (time = round): ``contribution_rate`` and ``welfare`` (label ``kind``: all,
-and each kind when mixed), ``contribution_by_strategy`` and ``payoff_by_strategy`` of rule types
-(label ``strategy``), ``punishment_rate`` / ``reward_rate`` when on. LLM accounting rows
-(``llm_*``) carry ``replicate=-1`` (the whole run) unless per agent.
+An agent left alone in a round (random groups where every neighbour's group is full, the one
+left over of a complete graph when N mod group_size = 1; an isolated node under neighbourhood
+groups) would face no dilemma (its contribution returns r x itself to it), so it sits the round
+out: it keeps its endowment, is not asked (LLM agents are not prompted), does not learn, and is
+left out of that round's means.
+
+Recorded per round (time = round), as means over the agents who played: ``contribution_rate``
+and ``welfare`` (label ``kind``: all, and each kind when mixed), ``contribution_by_strategy`` and
+``payoff_by_strategy`` of rule types (label ``strategy``), ``punishment_rate`` /
+``reward_rate`` when on; and ``grouped_share``, the share of agents in a group of >= 2. LLM
+accounting rows (``llm_*``) carry ``replicate=-1`` (the whole run) unless per agent.
 """
 
 from __future__ import annotations
@@ -359,7 +366,9 @@ class _Batch:
         self.history: list[dict[str, np.ndarray]] = []  # last rounds, for LLM prompts
         zeros = np.zeros((r, n), np.float32)
         self.last = {"share": zeros, "payoff": zeros, "others": zeros}
+        self.played = np.zeros((r, n), bool)  # has played a round (conditional_start until then)
         self.sums: dict[str, np.ndarray] = {}
+        self.counts: dict[str, np.ndarray] = {}  # rounds with a value (NaN: nobody of the kind)
         self.rounds_done = 0
         self.keys = {name: ctx.rng.key(name) for name in ("act", "sanction", "learn")}
         self.group_keys = ctx.rng.keys("groups", reps)
@@ -443,6 +452,9 @@ class _Batch:
         cfg, e = self.cfg, self.cfg.endowment
         rows = []
         for h in self.history[-cfg.llm_history :] if cfg.llm_history else []:
+            if not h["grouped"][i, j]:
+                rows.append({"round": h["round"], "sat_out": True, "earned": h["final"][i, j]})
+                continue
             mask = h["mask"][i, j]
             rows.append(
                 {
@@ -497,18 +509,24 @@ class _Batch:
             )
             members = np.asarray((np.asarray(peers) < n).sum(axis=2) + 1, np.float64).ravel()
             mpcr = cfg.r / members
-        first = np.full(r * n, 1.0 if t == 1 else 0.0, np.float32)
+        # An agent alone (no peers) sits the round out: it contributes nothing and so keeps e,
+        # is not asked, does not learn and is left out of the round's records.
+        grouped = (np.asarray(peers) < n).any(axis=2)  # (R, N)
+        idx = np.flatnonzero(grouped.ravel())  # the flat rows of the agents who play
+        gids = self.gids[idx]
         obs = {
-            "others_last": self.last["others"].ravel(),
-            "my_last": self.last["share"].ravel(),
-            "my_last_payoff": self.last["payoff"].ravel(),
-            "first": first,
-            "round": np.full(r * n, t, np.int32),
-            "group_n": members,
-            "mpcr": mpcr,
+            "others_last": self.last["others"].ravel()[idx],
+            "my_last": self.last["share"].ravel()[idx],
+            "my_last_payoff": self.last["payoff"].ravel()[idx],
+            "first": (~self.played).ravel()[idx].astype(np.float32),
+            "round": np.full(idx.size, t, np.int32),
+            "group_n": members[idx],
+            "mpcr": mpcr[idx],
         }
-        share = await self.pop.act(self.gids, obs, _fold(self.keys["act"], t))
-        share = np.clip(np.asarray(share, np.float32), 0.0, 1.0).reshape(r, n)
+        acted = await self.pop.act(gids, obs, _fold(self.keys["act"], t))
+        share = np.zeros(r * n, np.float32)
+        share[idx] = np.clip(np.asarray(acted, np.float32), 0.0, 1.0)
+        share = share.reshape(r, n)
         pay1 = stage_one(self.params, self.nb, group, jnp.asarray(share * e))
         views, mask, others = (np.asarray(x) for x in group_views(peers, jnp.asarray(share)))
         final, pun, rew = np.asarray(pay1), None, None
@@ -516,17 +534,17 @@ class _Batch:
         if self.sanction_pop is not None:
             count = mask.sum(axis=2)
             sanction_obs = {
-                "peers": views.reshape(r * n, -1),
-                "peer_mask": mask.reshape(r * n, -1).astype(np.float32),
-                "group_mean": ((share + views.sum(axis=2)) / (1 + count)).ravel(),
-                "my_contribution": share.ravel(),
-                "my_payoff": (np.asarray(pay1) / e).ravel(),
-                "round": np.full(r * n, t, np.int32),
+                "peers": views.reshape(r * n, -1)[idx],
+                "peer_mask": mask.reshape(r * n, -1)[idx].astype(np.float32),
+                "group_mean": ((share + views.sum(axis=2)) / (1 + count)).ravel()[idx],
+                "my_contribution": share.ravel()[idx],
+                "my_payoff": (np.asarray(pay1) / e).ravel()[idx],
+                "round": np.full(idx.size, t, np.int32),
             }
-            pts = await self.sanction_pop.act(
-                self.gids, sanction_obs, _fold(self.keys["sanction"], t)
-            )
-            pts = np.asarray(pts, np.float32).reshape(r, n, 2, -1)
+            acted = await self.sanction_pop.act(gids, sanction_obs, _fold(self.keys["sanction"], t))
+            pts = np.zeros((r * n, 2, views.shape[2]), np.float32)
+            pts[idx] = np.asarray(acted, np.float32).reshape(idx.size, 2, -1)
+            pts = pts.reshape(r, n, 2, -1)
             done = stage_two(
                 self.params,
                 peers,
@@ -536,21 +554,24 @@ class _Batch:
             )
             final, pun, rew = (np.asarray(x) for x in done)
         learn_key = _fold(self.keys["learn"], t)
-        self.pop.learn(self.gids, obs, share.ravel(), final.ravel(), learn_key)
+        self.pop.learn(gids, obs, share.ravel()[idx], final.ravel()[idx], learn_key)
         if self.sanction_pop is not None:
             self.sanction_pop.learn(
-                self.gids, sanction_obs, pts.reshape(r * n, 2, -1), final.ravel(), learn_key
+                gids, sanction_obs, pts.reshape(r * n, 2, -1)[idx], final.ravel()[idx], learn_key
             )
-        self.last = {"share": share, "payoff": final / e, "others": others}
+        # Those who sat out keep what they saw when they last played.
+        new = {"share": share, "payoff": final / e, "others": others}
+        self.last = {k: np.where(grouped, v, self.last[k]) for k, v in new.items()}
+        self.played |= grouped
         if "llm" in self.present:
-            self._remember(t, share, views, mask, np.asarray(pay1), final, peers, pun, rew)
-        self._record(t, share, final, pun, rew)
+            self._remember(t, grouped, share, views, mask, np.asarray(pay1), final, peers, pun, rew)
+        self._record(t, grouped, share, final, pun, rew)
         self.rounds_done = t
         if self.client is not None and self.client.budget_exhausted:
             ctx.stop_reason = self.client.budget_message or "LLM budget reached"
             self.sim.stop("llm budget")
 
-    def _remember(self, t, share, views, mask, pay1, final, peers, pun, rew) -> None:
+    def _remember(self, t, grouped, share, views, mask, pay1, final, peers, pun, rew) -> None:
         """What LLM agents are told of this round later (kept for llm_history rounds)."""
         cfg = self.cfg
         zero = np.zeros_like(final)
@@ -568,6 +589,7 @@ class _Batch:
         self.history.append(
             {
                 "round": t,
+                "grouped": grouped,
                 "share": share,
                 "others": views,
                 "mask": mask,
@@ -582,25 +604,31 @@ class _Batch:
 
     # -- records ---------------------------------------------------------------------------
     def _add(self, name: str, values: np.ndarray) -> None:
-        self.sums[name] = self.sums.get(name, 0.0) + np.asarray(values, np.float64)
+        values = np.asarray(values, np.float64)
+        ok = ~np.isnan(values)
+        self.sums[name] = self.sums.get(name, 0.0) + np.where(ok, values, 0.0)
+        self.counts[name] = self.counts.get(name, 0) + ok
 
-    def _record(self, t: int, share, final, pun, rew) -> None:
+    def _record(self, t: int, grouped, share, final, pun, rew) -> None:
+        """Per-round means over the agents who played (in a group of >= 2)."""
         rec, reps, time = self.ctx.recorder, self.reps, float(t)
-        c_rate, welfare = share.mean(axis=1), final.mean(axis=1)
+        c_rate, welfare = _masked_mean(share, grouped), _masked_mean(final, grouped)
         rec.record(time, "contribution_rate", c_rate, replicate=reps, kind="all")
         rec.record(time, "welfare", welfare, replicate=reps, kind="all")
+        rec.record(time, "grouped_share", grouped.mean(axis=1), replicate=reps)
         self._add("contribution_rate", c_rate)
         self._add("welfare", welfare)
+        self._add("grouped_share", grouped.mean(axis=1))
         if self.cfg.agents == "mixed":
             for kind in self.present:
-                m = self.kinds == kind
+                m = (self.kinds == kind) & grouped
                 kc, kw = _masked_mean(share, m), _masked_mean(final, m)
                 rec.record(time, "contribution_rate", kc, replicate=reps, kind=kind)
                 rec.record(time, "welfare", kw, replicate=reps, kind=kind)
                 self._add(f"contribution_rate.{kind}", kc)
                 self._add(f"welfare.{kind}", kw)
         for s in self.types:
-            m = self.strategy == s
+            m = (self.strategy == s) & grouped
             has = m.any(axis=1)
             sc, sp = _masked_mean(share, m)[has], _masked_mean(final, m)[has]
             rec.record(time, "contribution_by_strategy", sc, replicate=reps[has], strategy=s)
@@ -610,14 +638,16 @@ class _Batch:
             (self.cfg.reward, "reward_rate", rew),
         ):
             if on:
-                rate = (pts.sum(axis=2) >= RATE_POINTS).mean(axis=1)
+                rate = _masked_mean(pts.sum(axis=2) >= RATE_POINTS, grouped)
                 rec.record(time, name, rate, replicate=reps)
                 self._add(name, rate)
 
     def headline(self) -> dict[str, np.ndarray]:
-        """Means over the rounds played of the per-round values."""
-        done = max(self.rounds_done, 1)
-        return {k: np.asarray(v, np.float64) / done for k, v in self.sums.items()}
+        """Means over the rounds played of the per-round values (NaN where never defined)."""
+        return {
+            k: np.divide(v, self.counts[k], out=np.full(v.shape, np.nan), where=self.counts[k] > 0)
+            for k, v in self.sums.items()
+        }
 
 
 def _kinds(cfg: PublicGoodsConfig, ctx: RunContext, reps: np.ndarray) -> np.ndarray:
@@ -669,7 +699,7 @@ class PublicGoods(Scenario):
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: PublicGoodsConfig) -> list[Path]:
         """One figure: contributions over rounds (all, per kind, per rule type), welfare, and
-        the sanction rates when on."""
+        the sanction rates when on and the share of agents who played when some sat out."""
         import matplotlib
 
         matplotlib.use("Agg")
@@ -678,8 +708,12 @@ class PublicGoods(Scenario):
         if frame.empty:
             return []
         plots_dir.mkdir(parents=True, exist_ok=True)
-        sanctions = [m for m in ("punishment_rate", "reward_rate") if (frame["metric"] == m).any()]
-        panels = 2 + bool(sanctions)
+        shares = [m for m in ("punishment_rate", "reward_rate") if (frame["metric"] == m).any()]
+        if (
+            frame.loc[frame["metric"] == "grouped_share", "value"] < 1
+        ).any():  # some agents sat rounds out: show how many played
+            shares.append("grouped_share")
+        panels = 2 + bool(shares)
         fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.8), dpi=100)
         for ax, metric, by_type, label in (
             (axes[0], "contribution_rate", "contribution_by_strategy", "contribution / endowment"),
@@ -697,12 +731,12 @@ class PublicGoods(Scenario):
             ax.set_xlabel("round")
             ax.set_ylabel(label)
             ax.legend(fontsize=7, loc="best")
-        if sanctions:
-            for m in sanctions:
+        if shares:
+            for m in shares:
                 mean = frame[frame["metric"] == m].groupby("time")["value"].mean()
                 axes[2].plot(mean.index, mean.values, marker="o", ms=3, label=m)
             axes[2].set_xlabel("round")
-            axes[2].set_ylabel("share of agents assigning points")
+            axes[2].set_ylabel("share of agents")
             axes[2].legend(fontsize=7, loc="best")
         fig.suptitle(
             f"public goods: N={config.population}, groups={config.groups}, r={config.r:g}, "

@@ -81,7 +81,8 @@ def system_prompt(
     else:
         groups = (
             f"Every round the players are split into new groups of about {group_size}; you do "
-            "not know who the others are and will rarely meet the same players again."
+            "not know who the others are and will rarely meet the same players again. A player "
+            "left without a group sits that round out and keeps their tokens."
         )
     stage = []
     if punishment:
@@ -124,6 +125,12 @@ def history_text(rows: Sequence[dict]) -> str:
         return "This is the first round: you have no history yet."
     lines = ["Your recent rounds:"]
     for h in rows:
+        if h.get("sat_out"):
+            lines.append(
+                f"- Round {h['round']}: no group had room for you; you sat out and kept your "
+                f"{num(h['earned'])} tokens."
+            )
+            continue
         others = ", ".join(num(x) for x in h["others"]) or "none"
         line = (
             f"- Round {h['round']}: you contributed {num(h['mine'])}; the others in your "

@@ -398,8 +398,11 @@ class LearnedCohort(Cohort):
 
         self._sizes = (sum(self.features.values()), *self.hidden, out)
         key = jax.random.key(key) if isinstance(key, int | np.integer) else key
-        ids = jnp.asarray(self.agents, jnp.int32)
         es = self.population_rule == "es"
+        # XLA compiles a one-row draw differently (the unit axis is dropped) and rounds the
+        # last bit otherwise; two rows keep an agent's policy a function of (key, id) only.
+        single = len(self) == 1 and not es
+        ids = jnp.asarray(np.repeat(self.agents, 2) if single else self.agents, jnp.int32)
         self.state, self.center = _init_kernel(
             key,
             ids,
@@ -410,6 +413,8 @@ class LearnedCohort(Cohort):
             optimizer=self._learner,
             es_opt=self._es_opt,
         )
+        if single:
+            self.state = jax.tree_util.tree_map(lambda x: x[:1], self.state)
         self.fit = self._zero_fit(len(self))
 
     # -- configuration ----------------------------------------------------------------------

@@ -35,9 +35,19 @@ class Archetypes:
 
     @classmethod
     def from_profiles(
-        cls, profiles: Sequence[Any] | np.ndarray, *, n_samples: int = 1, seed: int = 0
+        cls,
+        profiles: Sequence[Any] | np.ndarray,
+        *,
+        n_samples: int = 1,
+        seed: int = 0,
+        agents: Sequence[int] | np.ndarray | None = None,
     ) -> Archetypes:
-        """Group agents by profile: one row (or scalar) per agent, numbers or strings."""
+        """Group agents by profile: one row (or scalar) per agent, numbers or strings.
+
+        With ``n_samples > 1`` an agent's sample is a hash of ``(seed, agent id)``, so it does
+        not depend on which other agents are in the call (a batch of replicates or a subset
+        of due agents); ``agents`` gives the ids (default: the row positions 0..n-1).
+        """
         arr = np.asarray(profiles)
         if arr.ndim not in (1, 2) or arr.shape[0] == 0:
             raise ValueError(
@@ -48,13 +58,21 @@ class Archetypes:
             raise TypeError("profiles must hold numbers or strings (map other keys to ids first)")
         if not isinstance(n_samples, int | np.integer) or n_samples < 1:
             raise ValueError(f"n_samples must be an int >= 1, got {n_samples!r}")
+        if agents is None:
+            ids = np.arange(arr.shape[0], dtype=np.int64)
+        else:
+            ids = np.asarray(agents)
+            if ids.shape != (arr.shape[0],) or not np.issubdtype(ids.dtype, np.integer):
+                raise ValueError(
+                    "agents must be a 1-D integer array with one id per profile row "
+                    f"({arr.shape[0]}), got shape {ids.shape} and dtype {ids.dtype}"
+                )
         uniq, profile_of = np.unique(arr, axis=0, return_inverse=True)
         profile_of = profile_of.reshape(-1)
         if n_samples == 1:
             sample_of = np.zeros_like(profile_of)
         else:
-            rng = np.random.default_rng(seed)
-            sample_of = rng.integers(0, n_samples, size=profile_of.shape[0])
+            sample_of = (_hash(seed, ids) % np.uint64(n_samples)).astype(np.int64)
         pair = profile_of.astype(np.int64) * n_samples + sample_of
         groups, group_of = np.unique(pair, return_inverse=True)
         return cls(
@@ -104,3 +122,17 @@ class Archetypes:
     def members(self, group: int) -> np.ndarray:
         """The agent ids of one group."""
         return np.flatnonzero(self.group_of == group)
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser: a bijection of uint64 that scrambles every bit."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _hash(seed: int, ids: np.ndarray) -> np.ndarray:
+    """A uint64 per id, a function of (seed, id) only (vectorised; wraps modulo 2**64)."""
+    with np.errstate(over="ignore"):
+        key = _mix64(np.asarray([int(seed) % 2**64], dtype=np.uint64))
+        return _mix64(key + ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
