@@ -424,3 +424,23 @@ def test_publish_rejects_bad_input(store):
     with pytest.raises(ValueError, match="artifact_id"):
         store.get("missing")
     assert len(store) == 0
+
+
+def test_a_commit_between_the_reads_of_a_refresh_waits_for_the_next(tmp_path, monkeypatch):
+    """A refresh reads new rows, then every row's counters: another connection committing in
+    between must not split the two reads (they share one snapshot)."""
+    path = tmp_path / "race.db"
+    with ArtifactStore(path) as a, ArtifactStore(path) as b:
+        b.publish("note", "first", 0, created_at=0.0)
+        load = a._load_new_rows
+        raced = []
+
+        def load_then_commit_elsewhere() -> None:
+            load()
+            if not raced:
+                raced.append(b.publish("note", "between the reads", 1, created_at=0.0))
+
+        monkeypatch.setattr(a, "_load_new_rows", load_then_commit_elsewhere)
+        assert len(a) == 1  # the snapshot of the refresh: b's second note came after it
+        monkeypatch.undo()
+        assert len(a) == 2 and a.get(raced[0].id).content == "between the reads"

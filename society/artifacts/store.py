@@ -295,6 +295,16 @@ class ArtifactStore:
         version = self._db.execute("PRAGMA data_version").fetchone()[0]
         if version == self._data_version:
             return
+        if self._db.in_transaction:
+            self._read_snapshot(version)
+            return
+        self._db.execute("BEGIN")  # one snapshot: another connection may commit in between
+        try:
+            self._read_snapshot(version)
+        finally:
+            self._db.execute("COMMIT")
+
+    def _read_snapshot(self, version: int) -> None:
         self._data_version = version
         self._load_new_rows()
         if self._ids:
