@@ -79,11 +79,22 @@ class Population:
         return slots
 
     # -- acting ------------------------------------------------------------------------
-    def _split(self, agents: np.ndarray) -> list[tuple[Cohort, np.ndarray]]:
+    def _split(self, agents: np.ndarray) -> list[tuple[Cohort, np.ndarray | slice]]:
+        """Each cohort with the mask of its agents; ``slice(None)`` when one cohort has them all
+        (then observations pass through uncopied)."""
         which = self.cohort_of[agents]
         if (which < 0).any():
             raise ValueError(f"agents {agents[which < 0][:5].tolist()} are not alive")
-        return [(c, which == i) for i, c in enumerate(self.cohorts) if (which == i).any()]
+        parts = [(c, which == i) for i, c in enumerate(self.cohorts) if (which == i).any()]
+        if len(parts) == 1:
+            return [(parts[0][0], slice(None))]
+        return parts
+
+    @staticmethod
+    def _rows(tree: Pytree, mask: np.ndarray | slice) -> Pytree:
+        if isinstance(mask, slice):
+            return tree
+        return jax.tree_util.tree_map(lambda x: x[mask], tree)
 
     async def act(self, agents: np.ndarray, obs: Pytree, key: jax.Array) -> np.ndarray:
         """Actions of ``agents`` (aligned with them). Each cohort is called once; async
@@ -92,11 +103,14 @@ class Population:
         parts = self._split(agents)
         calls = []
         for c, mask in parts:
-            sub = jax.tree_util.tree_map(lambda x, m=mask: x[m], obs)
-            calls.append(c.aact(agents[mask], sub, jax.random.fold_in(key, self.cohorts.index(c))))
+            calls.append(
+                c.aact(agents[mask], self._rows(obs, mask), jax.random.fold_in(key, self.cohorts.index(c)))
+            )
         results = [np.asarray(r) for r in await asyncio.gather(*calls)]
         if not results:
             return np.zeros(0)
+        if isinstance(parts[0][1], slice):
+            return np.array(results[0])  # a writable copy, as with several cohorts
         # One dtype for all: integer rule actions next to fractional LLM actions stay exact.
         out = np.zeros((agents.size,) + results[0].shape[1:], dtype=np.result_type(*results))
         for (_, mask), res in zip(parts, results, strict=True):
@@ -108,7 +122,7 @@ class Population:
         agents = np.asarray(agents, dtype=np.int64)
         actions, rewards = np.asarray(actions), np.asarray(rewards)
         for c, mask in self._split(agents):
-            sub = jax.tree_util.tree_map(lambda x, m=mask: x[m], obs)
+            sub = self._rows(obs, mask)
             c.learn(agents[mask], sub, actions[mask], rewards[mask], jax.random.fold_in(key, self.cohorts.index(c)))
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -425,3 +425,18 @@ def test_cli_run_writes_summary_and_plots(tmp_path):
     assert summary["metrics"]["survival_time"]["values"] == [11.0, 11.0]
     assert summary["config"]["strategies"] == "sustainable:4,greedy:1"
     assert (out / "plots" / "commons.png").stat().st_size > 0
+
+
+def test_gini_rows_matches_society_gini_row_by_row():
+    from scenarios.commons.model import gini_rows
+    from society.metrics import gini
+
+    rng = np.random.default_rng(3)
+    for n in (2, 5, 40):
+        x = rng.exponential(size=(300, n))
+        x[::7] = 0.0  # all-zero rows: 0 by definition
+        x[1::9, 1:] = 0.0  # one fisher holds everything: (n - 1) / n
+        # Same formula; only the summation order of the rank-weighted sum may differ (a matrix
+        # product instead of one dot per row): a few ulps.
+        expected = [gini(row) for row in x]
+        np.testing.assert_allclose(gini_rows(x), expected, rtol=1e-12, atol=1e-15)

@@ -16,7 +16,7 @@ import scenarios
 from scenarios.epidemic import prompts
 from scenarios.epidemic.config import EpidemicConfig
 from scenarios.epidemic.dynamics import E, I, R, S, advance_day, infection_probability, make_params
-from scenarios.epidemic.model import STRATEGIES
+from scenarios.epidemic.model import DEVICE_FIELDS, STRATEGIES, STRATEGY_NEEDS, _observe_day
 from sim_core.errors import ConfigError
 from sim_core.graph import Neighbours
 from society.cohorts import RuleCohort
@@ -198,6 +198,55 @@ def test_rule_behaviours_by_hand():
     ):
         c = RuleCohort("r", np.arange(4), name, strategies=STRATEGIES, params=params)
         np.testing.assert_allclose(np.asarray(c.act(np.arange(4), obs, key)), want, rtol=1e-6)
+
+
+def test_rule_strategies_read_only_the_fields_they_declare():
+    # The scenario pulls to the host only the fields of the strategies in play: each must
+    # decide from those alone exactly as from the full observation.
+    full = {
+        "symptomatic": np.array([1.0, 0.0, 0.0, 1.0], np.float32),
+        "prevalence_seen": np.array([0.0, 0.05, 0.01, 0.5], np.float32),
+        "recovered_known": np.zeros(4, np.float32),
+    }
+    key = jax.random.key(0)
+    params = {"prevalence-threshold": {"threshold": 0.02, "reduced": 0.4}}
+    assert set(STRATEGY_NEEDS) == set(STRATEGIES)
+    for name, fields in STRATEGY_NEEDS.items():
+        c = RuleCohort("r", np.arange(4), name, strategies=STRATEGIES, params=params)
+        only = {k: full[k] for k in fields}
+        np.testing.assert_array_equal(
+            np.asarray(c.act(np.arange(4), only, key)), np.asarray(c.act(np.arange(4), full, key))
+        )
+
+
+def test_day_observations_by_hand_on_a_path():
+    # Path 0-1-2; replicate 0: agent 1 ill with symptoms, agent 2 recovered after them;
+    # replicate 1: agent 0 ill without symptoms (nobody knows).
+    p = make_params(model="SIR", r0=2.0, recovery_rate=0.2, incubation_rate=1.0,
+                    symptomatic=0.5, dt=1.0, n=3, mean_degree=4 / 3)  # fmt: skip
+    health = jnp.array([[S, I, R], [I, S, S]], jnp.int8)
+    sym = jnp.array([[False, True, True], [False, False, False]])
+    key = jax.random.key(7)
+    first = jnp.full(2, jnp.nan, jnp.float32)
+    cases = (("local", first, [0.0, 0.0]), ("global", jnp.array([0.5, 0.0]), [1 / 3 - 0.5, 0.0]))
+    for seen, prev, change in cases:
+        stacked, shares, glob, act_key = _observe_day(
+            p, path3(), health, sym, prev, key, 4, fields=DEVICE_FIELDS, seen=seen
+        )
+        obs = {k: np.asarray(stacked)[i].reshape(2, 3) for i, k in enumerate(DEVICE_FIELDS)}
+        np.testing.assert_array_equal(obs["symptomatic"], [[0, 1, 0], [0, 0, 0]])
+        np.testing.assert_array_equal(obs["recovered_known"], [[0, 0, 1], [0, 0, 0]])
+        np.testing.assert_allclose(obs["local_prevalence"], [[1, 0, 1], [0, 0, 0]])
+        np.testing.assert_allclose(obs["global_prevalence"], [[1 / 3] * 3, [0] * 3], rtol=1e-6)
+        want_change = np.repeat(change, 3).reshape(2, 3)
+        np.testing.assert_allclose(obs["global_change"], want_change, rtol=1e-6)
+        np.testing.assert_array_equal(obs["prevalence_seen"], obs[f"{seen}_prevalence"])
+        np.testing.assert_allclose(glob, [1 / 3, 0], rtol=1e-6)
+        np.testing.assert_allclose(
+            shares, [[1 / 3, 0, 1 / 3, 1 / 3], [2 / 3, 0, 1 / 3, 0]], rtol=1e-6
+        )
+        want_key = jax.random.fold_in(key, 4)  # the day's act key, folded in the kernel
+        assert (jax.random.key_data(act_key) == jax.random.key_data(want_key)).all()
 
 
 def test_situation_says_this_morning_in_good_english():

@@ -332,3 +332,20 @@ def test_cli_run_writes_summary_and_plots(tmp_path):
     assert {"price_volatility", "consumer_welfare", "fraud_rate"} <= set(summary["metrics"])
     assert summary["status"] == "completed" and summary["config"]["firms"] == 3
     assert (out / "plots" / "prices.png").stat().st_size > 0
+
+
+def test_arrival_order_is_jax_permutation_and_stable_order_breaks_ties_by_index():
+    import jax
+
+    from scenarios.market.dynamics import arrival_order, stable_order
+
+    # The fast arrival order must be the very permutation jax draws (same seed, same run).
+    for n in (1, 2, 7, 100, 129, 1625, 1626):
+        for k in jax.random.split(jax.random.key(n), 8):
+            assert (arrival_order(k, n) == jax.random.permutation(k, n)).all(), n
+    # Keys equal in their high bits (the packed sort's ties) and fully equal keys.
+    rng = np.random.default_rng(0)
+    hi = rng.integers(0, 4, (50, 300)).astype(np.uint32) << np.uint32(30)
+    bits = hi + rng.integers(0, 3, (50, 300)).astype(np.uint32)
+    got = np.asarray(jax.vmap(stable_order)(jnp.asarray(bits)))
+    np.testing.assert_array_equal(got, np.argsort(bits, axis=1, kind="stable"))

@@ -17,6 +17,7 @@ import scenarios
 from scenarios.public_goods.dynamics import (
     Params,
     draw_groups,
+    draw_stranger_groups,
     group_payoffs,
     neighbourhood_payoffs,
     sanction,
@@ -101,12 +102,18 @@ def check_groups(adj: np.ndarray, g: np.ndarray, pe: np.ndarray, size: int) -> n
 
 def test_random_groups_partition_the_graph():
     keys = jax.random.split(jax.random.key(0), 2)
-    # Complete graph: groups of exactly 4 (stranger matching).
-    nb = neighbours("complete", 24)
-    adj = np.ones((24, 24), bool)
-    group, peers = (np.asarray(x) for x in draw_groups(nb.table, keys, 1, 4, True))
-    for g, pe in zip(group, peers, strict=True):
-        assert (check_groups(adj, g, pe, 4) == 4).all()
+    # Complete graph (no graph built): groups of exactly 4 (stranger matching); with a
+    # leftover (N mod 4 = 2, 1) the last group is smaller, its mates' padding at the end.
+    for n, sizes in ((24, {4: 24}), (26, {4: 24, 2: 2}), (9, {4: 8, 1: 1})):
+        adj = np.ones((n, n), bool)
+        group, peers = (np.asarray(x) for x in draw_stranger_groups(keys, 1, n, 4))
+        for g, pe in zip(group, peers, strict=True):
+            size = check_groups(adj, g, pe, 4)
+            assert dict(zip(*np.unique(size, return_counts=True), strict=True)) == sizes
+            real = pe < n  # real mates first in every row (LLM sanction lists rely on it)
+            assert (real.sum(axis=1) == size - 1).all()
+            assert (np.sort(~real, axis=1) == ~real).all()
+        assert not (group[0] == group[1]).all()  # each replicate draws its own groups
     # Sparse graphs, their tables padded to one width (one compile): connected groups <= 4, and
     # an agent is left alone only when every neighbour's group is full (a founder with no free
     # neighbour joins a neighbour's group with room; before, up to 27% were alone at N=400).
@@ -126,6 +133,18 @@ def test_random_groups_partition_the_graph():
             if graph == "cycle":  # groups of 4 only through a join (a founder takes <= 2)
                 assert (sizes == 4).any()
     assert alone > 0  # the case of a lone agent arises (hubs' leaves in scale-free)
+
+
+def test_a_complete_graph_with_random_groups_builds_no_graph():
+    # N = 2e4 was refused (the complete graph's N^2 table, ~2e8 entries); well mixed it is a
+    # permutation a round. Round 1 of the default mix, by hand: 10000 conditional (0.5), 6000
+    # free riders (0), 2000 cooperators and 2000 punishers (1): rate 9000/20000 = 0.45; every
+    # group of 4 full, so welfare = e + (r - 1) x mean contribution = 20 + 0.6 x 9 = 25.4.
+    res = scenarios.run(NAME, seed=0, write=False, population=20_000, rounds=1)
+    m = res.summary["metrics"]
+    assert m["grouped_share"]["values"] == [1.0]
+    assert m["contribution_rate"]["values"] == [pytest.approx(0.45, rel=1e-6)]
+    assert m["welfare"]["values"] == [pytest.approx(25.4, rel=1e-5)]
 
 
 def test_neighbourhood_scenario_on_a_cycle_of_four():
@@ -353,6 +372,7 @@ def test_parameters_of_the_issue_are_described():
         ({"r": -1.0}, "'r'"),
         ({"groups": "clubs"}, "'groups'"),
         ({"graph": "random-regular", "population": 5, "degree": 3}, "must be even"),
+        ({"groups": "neighbourhood", "population": 8000}, "population <= 7071); use groups=random"),
         ({"colour": 3}, "unknown parameter 'colour'"),
     ],
 )

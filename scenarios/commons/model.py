@@ -65,7 +65,6 @@ from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
 from society.llm import LLMClient, Request
 from society.llm.session import open_client, record_usage
-from society.metrics import gini
 from society.population import Population
 
 HEADLINE = ("survival_time", "sustainability", "gini_harvest")
@@ -100,6 +99,16 @@ RULE_FNS = {
     "fixed": _fixed,
     "proportional": _proportional,
 }
+
+
+def gini_rows(x: np.ndarray) -> np.ndarray:
+    """:func:`society.metrics.gini` of each row of ``x`` (non-negative), in one sort: the
+    same formula ``2 sum_i i x_(i) / (n sum x) - (n + 1) / n``, 0 for an all-zero row."""
+    n = x.shape[1]
+    total = x.sum(axis=1)
+    ranks = np.arange(1, n + 1, dtype=np.float64)
+    g = 2.0 * (np.sort(x, axis=1) @ ranks) / (n * np.where(total > 0, total, 1.0)) - (n + 1) / n
+    return np.where(total > 0, g, 0.0)
 
 
 def split_kinds(cfg: CommonsConfig, rng: np.random.Generator | int) -> np.ndarray:
@@ -149,7 +158,10 @@ class _Batch:
         self.n, self.b = n, len(reps)
         self.offset = int(reps[0]) * n  # replicate batches are contiguous ranges
         self.gids = np.arange(self.b * n) + self.offset
-        self.kinds = np.stack([split_kinds(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
+        if cfg.agents == "mixed":
+            self.kinds = np.stack([split_kinds(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
+        else:  # no draw: skip the per-replicate generators
+            self.kinds = np.full((self.b, n), cfg.agents, dtype=object)
         flat = self.kinds.ravel()
         self.is_llm = flat == "llm"
         self.is_learned = flat == "learned"
@@ -434,7 +446,7 @@ class _Batch:
         values = {
             "survival_time": self.survival.astype(float),
             "sustainability": 1.0 - over_usage,
-            "gini_harvest": np.array([gini(caught[i]) for i in range(b)]),
+            "gini_harvest": gini_rows(caught),
             "survived": (self.survival == cfg.periods) & self.alive,
             "efficiency": (
                 np.minimum(1.0, caught.sum(axis=1) / (cfg.periods * self.f0))

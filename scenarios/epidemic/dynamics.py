@@ -83,10 +83,10 @@ def step(p: Params, nb: Neighbours | None, key: jax.Array, health, sym, w):
     """One transmission step of one replicate: (health, sym, newly infected)."""
     u = jax.random.uniform(key, (4,) + health.shape)
     new = u[0] < infection_probability(p, nb, health, w)
-    onset = (health == E) & (u[1] < p.p_onset)
     recover = (health == I) & (u[2] < p.p_recover)
     h = jnp.where(new, E if p.seir else I, health)
-    h = jnp.where(onset, I, h)
+    if p.seir:  # SIR has no exposed agents: skipping the onset lets XLA drop its draws
+        h = jnp.where((health == E) & (u[1] < p.p_onset), I, h)
     h = jnp.where(recover, R, h).astype(health.dtype)
     sym = jnp.where(new, u[3] < p.symptomatic, sym)
     return h, sym, new

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,28 @@ from society.topology import make_topology
 HEADLINE = ("attack_rate", "peak_prevalence", "peak_day", "mean_contact")
 FEATURES = ["symptomatic", "recovered_known", "local_prevalence", "global_prevalence"]
 COMPARTMENTS = ("susceptible", "exposed", "infectious", "recovered")
+# Observation fields each kind of agent reads (only these are pulled to the host each day;
+# rule agents: those of their strategies). "day" and "degree" are host constants (LLM agents).
+DEVICE_FIELDS = (
+    "symptomatic",
+    "recovered_known",
+    "local_prevalence",
+    "global_prevalence",
+    "global_change",
+    "prevalence_seen",
+)
+NEEDS = {
+    "learned": tuple(FEATURES),
+    "llm": (
+        "symptomatic",
+        "recovered_known",
+        "local_prevalence",
+        "global_prevalence",
+        "global_change",
+        "day",
+        "degree",
+    ),
+}
 
 
 # -- rule behaviours (vectorised over the due agents) -------------------------------------------
@@ -82,6 +105,12 @@ STRATEGIES = {
     "none": _none,
     "isolate-when-sick": _isolate_when_sick,
     "prevalence-threshold": _prevalence_threshold,
+}
+# Observation fields each strategy reads (only those of the strategies in play are pulled).
+STRATEGY_NEEDS = {
+    "none": (),
+    "isolate-when-sick": ("symptomatic",),
+    "prevalence-threshold": ("symptomatic", "prevalence_seen"),
 }
 
 
@@ -206,6 +235,34 @@ class PerAgentLLMCohort(LLMCohort):
         return {"prompt": np.asarray(texts, dtype=str)}
 
 
+# -- compiled parts of a day ---------------------------------------------------------------------
+@partial(jax.jit, static_argnames=("fields", "seen"))
+def _observe_day(
+    p: Params, nb: Neighbours | None, health, sym, prev_global, act_key, day, *, fields, seen
+):
+    """The day's observations as one (len(fields), replicates * N) array (one transfer),
+    the compartment shares (replicates, 4), the town prevalence (replicates,) and the
+    day's act key (folded here: a separate fold_in is a dispatch as dear as a kernel).
+    ``prev_global`` is yesterday's town prevalence (NaN on the first day: no change)."""
+    obs, shares = observe(p, nb, health, sym)
+    glob = obs["global_prevalence"][:, 0]
+    change = glob - jnp.where(jnp.isnan(prev_global), glob, prev_global)
+    obs["global_change"] = jnp.broadcast_to(change[:, None], health.shape)
+    obs["prevalence_seen"] = obs[f"{seen}_prevalence"]
+    rows = [obs[k].astype(jnp.float32).ravel() for k in fields]
+    stacked = jnp.stack(rows) if rows else jnp.zeros((0, health.size), jnp.float32)
+    return stacked, shares, glob, jax.random.fold_in(act_key, day)
+
+
+@jax.jit
+def _advance(p: Params, nb: Neighbours | None, keys, day, health, sym, w, learn_key):
+    """One day of the chain, each replicate's number of new infections and the day's
+    learn key."""
+    health, sym, new = advance_day(p, nb, keys, day, health, sym, w)
+    count = new.sum(axis=1, dtype=jnp.int32)
+    return health, sym, new, count, jax.random.fold_in(learn_key, day)
+
+
 # -- one batch of replicates ---------------------------------------------------------------------
 class _Batch:
     def __init__(
@@ -225,12 +282,27 @@ class _Batch:
         self.gids = (reps[:, None] * n + np.arange(n)).ravel()
         self.kinds = np.concatenate([kinds_of(cfg, ctx, int(r)) for r in reps])
         self.kind_names = tuple(k for k in KINDS if (self.kinds == k).any())
+        self.rule_fields: tuple[str, ...] = ()  # set by the rule cohort
         try:
             cohorts = [self._cohort(k, system) for k in self.kind_names]
         except ValueError as exc:  # a bad behaviour mix is user input
             raise ConfigError(str(exc)) from None
         self.pop = Population(cohorts)
+        # Only cohorts that override learn() need the day's rewards (rule and archetype
+        # cohorts do not learn), so the reward arrays are built only for them.
+        self.learns = any(type(c).learn is not Cohort.learn for c in cohorts)
         self.numeric = self.kinds != "llm"
+        self.all_numeric = bool(self.numeric.all())
+        needs = {f for k in self.kind_names for f in NEEDS.get(k, self.rule_fields)}
+        self.fields = tuple(f for f in DEVICE_FIELDS if f in needs)
+        self.host_fields = tuple(f for f in ("day", "degree") if f in needs)
+        # Agents per (replicate, kind) and the slot of each agent in a (b, kinds) table.
+        n_kinds = len(self.kind_names)
+        kind_idx = np.zeros(b * n, np.int64)
+        for i, kind in enumerate(self.kind_names):
+            kind_idx[self.kinds == kind] = i
+        self.kind_slot = np.repeat(np.arange(b), n) * n_kinds + kind_idx
+        self.kind_count = np.bincount(self.kind_slot, minlength=b * n_kinds).reshape(b, n_kinds)
         self.degree = np.tile(degree.astype(np.float32), b)
         self.world_keys = ctx.rng.keys("world", reps)
         self.act_key, self.learn_key = ctx.rng.key("act"), ctx.rng.key("learn")
@@ -241,8 +313,8 @@ class _Batch:
         self.health = jnp.asarray(np.stack([h for h, _ in worlds]))
         self.sym = jnp.asarray(np.stack([s for _, s in worlds]))
         self.was_active = np.ones(b, bool)
-        self.prev_global: np.ndarray | None = None
-        self.contact_sum = np.zeros(b * n)
+        self.prev_global = jnp.full(b, jnp.nan, jnp.float32)  # NaN: no day before
+        self.contact_sum = np.zeros((b, n_kinds))  # summed contact levels per (replicate, kind)
         self.active_days = np.zeros(b)
         self.peak = np.zeros(b)
         self.peak_day = np.zeros(b)
@@ -265,6 +337,7 @@ class _Batch:
                 ]
             )
             names = [BEHAVIOUR_STRATEGY[m] for m in mix.tolist()]
+            self.rule_fields = tuple({f for s in set(names) for f in STRATEGY_NEEDS[s]})
             params = {
                 "prevalence-threshold": {"threshold": cfg.threshold, "reduced": cfg.reduced_contact}
             }
@@ -303,7 +376,10 @@ class _Batch:
 
     async def step(self) -> None:
         cfg, d, b, n = self.cfg, self.day, self.b, self.n
-        obs, shares = observe(self.p, self.nb, self.health, self.sym)
+        stacked, shares, glob, act_key = _observe_day(
+            self.p, self.nb, self.health, self.sym, self.prev_global, self.act_key, d,
+            fields=self.fields, seen=cfg.prevalence_signal,
+        )  # fmt: skip
         shares = np.asarray(shares, np.float64)
         t = float(d)
         for c, name in enumerate(COMPARTMENTS):
@@ -318,45 +394,44 @@ class _Batch:
         if d == cfg.days or not active.any():
             self.sim.stop("days" if active.any() else "no one infected")
             return
-        host = {k: np.asarray(v).ravel() for k, v in obs.items()}
-        glob = np.asarray(obs["global_prevalence"])[:, 0]
-        prev = glob if self.prev_global is None else self.prev_global
         self.prev_global = glob
-        host["global_change"] = np.repeat(glob - prev, n).astype(np.float32)
-        seen = "local_prevalence" if cfg.prevalence_signal == "local" else "global_prevalence"
-        host["prevalence_seen"] = host[seen]
-        host["day"] = np.full(b * n, d, np.int32)
-        host["degree"] = self.degree
+        stacked = np.asarray(stacked)
+        obs = {k: stacked[i] for i, k in enumerate(self.fields)}  # views, no copies
+        if "day" in self.host_fields:
+            obs["day"] = np.full(b * n, d, np.int32)
+        if "degree" in self.host_fields:
+            obs["degree"] = self.degree
         # Numeric agents act every day (one batch shape, one compile); LLM agents only where
         # the epidemic is still going. Days after it ended count nowhere.
-        due = np.repeat(active, n) | self.numeric
-        sub = {k: v[due] for k, v in host.items()}
-        raw = np.asarray(
-            await self.pop.act(self.gids[due], sub, jax.random.fold_in(self.act_key, d))
-        )
-        w = np.ones(b * n, np.float32)
-        w[due] = np.clip(raw, cfg.min_contact, 1.0)
-        self.health, self.sym, new = advance_day(
-            self.p, self.nb, self.world_keys, d, self.health, self.sym, jnp.asarray(w.reshape(b, n))
-        )
-        new = np.asarray(new).ravel()
-        reward = -cfg.isolation_cost * (1.0 - w) - cfg.infection_cost * new
-        self.pop.learn(
-            self.gids[due],
-            sub,
-            raw,
-            reward[due].astype(np.float32),
-            jax.random.fold_in(self.learn_key, d),
-        )
-        self.contact_sum += w * np.repeat(active, n)
+        if self.all_numeric or active.all():
+            due, agents = None, self.gids  # everyone: no masking
+        else:
+            due = np.repeat(active, n) | self.numeric
+            agents = self.gids[due]
+            obs = {k: v[due] for k, v in obs.items()}
+        raw = np.asarray(await self.pop.act(agents, obs, act_key))
+        if due is None:
+            w = np.clip(raw, cfg.min_contact, 1.0).astype(np.float32, copy=False)
+        else:
+            w = np.ones(b * n, np.float32)
+            w[due] = np.clip(raw, cfg.min_contact, 1.0)
+        self.health, self.sym, new, infected, learn_key = _advance(
+            self.p, self.nb, self.world_keys, d, self.health, self.sym, w.reshape(b, n),
+            self.learn_key,
+        )  # fmt: skip
+        if self.learns:
+            new = np.asarray(new).ravel()
+            reward = -cfg.isolation_cost * (1.0 - w) - cfg.infection_cost * new
+            reward = (reward if due is None else reward[due]).astype(np.float32)
+            self.pop.learn(agents, obs, raw, reward, learn_key)
+        sums, sums64 = self._kind_sums(w)
+        self.contact_sum += sums64 * active[:, None]
         self.active_days += active
-        self._record(t + 1, "incidence", new.reshape(b, n).mean(axis=1), active)
-        wk = w.reshape(b, n)
-        kinds = self.kinds.reshape(b, n)
-        for kind in self.kind_names:
-            m = kinds == kind
-            mean = (wk * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1)
-            self._record(t, "contact", mean, active & m.any(axis=1), kind=kind)
+        self._record(t + 1, "incidence", np.asarray(infected) / n, active)
+        mean = sums / np.maximum(self.kind_count, 1)
+        for i, kind in enumerate(self.kind_names):
+            has = self.kind_count[:, i] > 0
+            self._record(t, "contact", mean[:, i], active & has, kind=kind)
         if "llm" in self.kind_names:
             calls = self.pop.cohort("llm").last_calls
             self.ctx.recorder.record(t, "llm_calls", float(calls), replicate=-1, kind="llm")
@@ -365,17 +440,27 @@ class _Batch:
             self.ctx.stop_reason = self.client.budget_message or "LLM budget reached"
             self.sim.stop("llm budget")
 
+    def _kind_sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Summed contact level per (replicate, kind): in float32 as the daily ``contact``
+        rows always summed it, and in float64 for the run's ``mean_contact``."""
+        b, n, k = self.b, self.n, len(self.kind_names)
+        wk = w.reshape(b, n)
+        if k == 1:
+            return wk.sum(axis=1)[:, None], wk.sum(axis=1, dtype=np.float64)[:, None]
+        kinds = self.kinds.reshape(b, n)
+        sums = np.stack([(wk * (kinds == kind)).sum(axis=1) for kind in self.kind_names], axis=1)
+        return sums, np.bincount(self.kind_slot, weights=w, minlength=b * k).reshape(b, k)
+
     def results(self) -> dict[str, np.ndarray]:
         """Headline values of this batch's replicates (and per kind when mixed)."""
         b, n = self.b, self.n
         ever = (np.asarray(self.health) != S).reshape(b, n)
-        contact = self.contact_sum.reshape(b, n)
         days = np.maximum(self.active_days, 1)
         out = {
             "attack_rate": ever.mean(axis=1),
             "peak_prevalence": self.peak,
             "peak_day": self.peak_day,
-            "mean_contact": contact.sum(axis=1) / (days * n),
+            "mean_contact": self.contact_sum.sum(axis=1) / (days * n),
         }
         t = float(self.day)
         everyone = np.ones(b, bool)
@@ -388,7 +473,12 @@ class _Batch:
                 has = m.any(axis=1)
                 cnt = np.maximum(m.sum(axis=1), 1)
                 attack = np.where(has, (ever * m).sum(axis=1) / cnt, np.nan)
-                mean_w = np.where(has, (contact * m).sum(axis=1) / (days * cnt), np.nan)
+                summed = (
+                    self.contact_sum[:, self.kind_names.index(kind)]
+                    if kind in self.kind_names
+                    else np.zeros(b)
+                )
+                mean_w = np.where(has, summed / (days * cnt), np.nan)
                 out[f"attack_rate.{kind}"], out[f"mean_contact.{kind}"] = attack, mean_w
                 self._record(t, "attack_rate", attack, has, kind=kind)
                 self._record(t, "mean_contact", mean_w, has, kind=kind)

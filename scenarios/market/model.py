@@ -194,7 +194,7 @@ class _Batch:
     def _cohort(self, kind: str, ids: np.ndarray, reps: np.ndarray):
         cfg = self.cfg
         if kind == "rules":
-            per_rep = [ids[(ids - self.offset) // self.f == i].size for i in range(len(reps))]
+            per_rep = np.bincount((ids - self.offset) // self.f, minlength=len(reps)).tolist()
             names = np.concatenate(
                 [
                     parse_mix(cfg.strategies, n, self.ctx.rng.numpy("strategies", int(r)))

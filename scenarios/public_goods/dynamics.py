@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from sim_core.graph import Neighbours, neighbour_sum
 
@@ -95,12 +96,20 @@ def partition(table: jax.Array, key: jax.Array, group_size: int) -> jax.Array:
     return group[:n]
 
 
-def shuffle_partition(n: int, key: jax.Array, group_size: int) -> jax.Array:
-    """:func:`partition` on a complete graph, where it is a random permutation cut into
-    consecutive groups of ``group_size`` (the last one smaller; every other group is full, so
-    a last group of one sits the round out): the lab's stranger matching."""
-    order = jnp.argsort(jax.random.uniform(key, (n,)))
-    return jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32) // group_size)
+def stranger_groups(order: jax.Array, group_size: int) -> tuple[jax.Array, jax.Array]:
+    """:func:`partition` on a complete graph, given a random permutation ``order`` of the
+    agents: the permutation cut into consecutive groups of ``group_size`` (the last one
+    smaller; every other group is full, so a last group of one sits the round out), the lab's
+    stranger matching. Returns the group ids and the ``(N, group_size - 1)`` table of each
+    agent's mates (in the permutation's order, padded with N at the end), read off the
+    permutation by a fixed slot pattern: no graph and no sort."""
+    n, g = order.shape[0], group_size
+    pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))  # inverse
+    n_groups = -(-n // g)
+    slots = jnp.concatenate([order, jnp.full(n_groups * g - n, n, jnp.int32)]).reshape(-1, g)
+    others = np.array([[j for j in range(g) if j != s] for s in range(g)])  # (g, g - 1)
+    mates = slots[:, others].reshape(n_groups * g, g - 1)  # the mates of each position
+    return pos // g, mates[pos]
 
 
 def group_peers(group: jax.Array, width: int) -> jax.Array:
@@ -120,20 +129,36 @@ def group_peers(group: jax.Array, width: int) -> jax.Array:
     )
 
 
-@partial(jax.jit, static_argnames=("group_size", "complete"))
+@partial(jax.jit, static_argnames=("group_size",))
 def draw_groups(
-    table: jax.Array, keys: jax.Array, t, group_size: int, complete: bool = False
+    table: jax.Array, keys: jax.Array, t, group_size: int
 ) -> tuple[jax.Array, jax.Array]:
-    """Round ``t``'s partitions and peer tables for a batch of replicates (one key each);
-    ``complete``: the graph is complete (the same draw, without the sequential scan)."""
-    n = table.shape[0]
+    """Round ``t``'s partitions over a graph and peer tables for a batch of replicates (one
+    key each)."""
 
     def one(k):
-        k = jax.random.fold_in(k, t)
-        return shuffle_partition(n, k, group_size) if complete else partition(table, k, group_size)
+        return partition(table, jax.random.fold_in(k, t), group_size)
 
     group = jax.vmap(one)(keys)
     return group, jax.vmap(lambda g: group_peers(g, group_size - 1))(group)
+
+
+@partial(jax.jit, static_argnames=("n",))
+def _uniforms(keys: jax.Array, t, n: int) -> jax.Array:
+    return jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, t), (n,)))(keys)
+
+
+_cut = jax.jit(jax.vmap(stranger_groups, in_axes=(0, None)), static_argnums=1)
+
+
+def draw_stranger_groups(
+    keys: jax.Array, t, n: int, group_size: int
+) -> tuple[jax.Array, jax.Array]:
+    """:func:`draw_groups` on a complete graph of ``n`` (no graph needed: well mixed). The
+    permutation is the stable argsort of uniforms drawn in JAX, sorted by numpy on the host:
+    the same order as ``jnp.argsort``, 3-4x faster than XLA's sort on CPU."""
+    order = np.argsort(np.asarray(_uniforms(keys, t, n)), axis=1, kind="stable")
+    return _cut(jnp.asarray(order, jnp.int32), group_size)
 
 
 def peer_values(peers: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:

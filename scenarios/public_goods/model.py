@@ -47,6 +47,7 @@ from scenarios.public_goods.config import PublicGoodsConfig
 from scenarios.public_goods.dynamics import (
     Params,
     draw_groups,
+    draw_stranger_groups,
     group_views,
     stage_one,
     stage_two,
@@ -267,8 +268,20 @@ class SanctionLLMCohort(LLMCohort):
 
 
 # -- the run --------------------------------------------------------------------------------
-def build_neighbours(cfg: PublicGoodsConfig, seed: int) -> Neighbours:
-    """The graph as a neighbour table (user input: errors are config errors)."""
+def build_neighbours(cfg: PublicGoodsConfig, seed: int) -> Neighbours | None:
+    """The graph as a neighbour table (user input: errors are config errors); None when well
+    mixed (complete graph, random groups: a permutation per round, no graph needed)."""
+    n = cfg.population
+    if cfg.graph == "complete":
+        if cfg.groups == "random":
+            return None
+        if n * (n - 1) > MAX_TABLE_ENTRIES:  # one group of everyone, peers all N - 1 others
+            raise ConfigError(
+                f"graph=complete with groups=neighbourhood needs a population x (population - 1) "
+                f"table of {n * (n - 1):.3g} entries at population={n} (limit "
+                f"{MAX_TABLE_ENTRIES:.0e}, population <= {int((MAX_TABLE_ENTRIES) ** 0.5)}); "
+                "use groups=random (stranger matching, any population) or a sparser graph"
+            )
     try:
         topo = make_topology(cfg.graph, cfg.population, degree=cfg.degree, seed=seed)
         if topo.n != cfg.population:
@@ -318,7 +331,7 @@ class _Batch:
         cfg: PublicGoodsConfig,
         ctx: RunContext,
         reps: np.ndarray,
-        nb: Neighbours,
+        nb: Neighbours | None,
         kinds: np.ndarray,
         client: LLMClient | None,
     ):
@@ -334,13 +347,15 @@ class _Batch:
             if mine.any():
                 rng = self.ctx.rng.numpy("strategies", rep)
                 self.strategy[i, mine] = parse_mix(cfg.strategies, int(mine.sum()), rng)
-        self.present = [k for k in KINDS if (kinds == k).any()]
-        self.types = [s for s in CONTRIBUTE if (self.strategy == s).any()]
+        # Masks of each kind and rule type, compared once (object arrays: slow per round).
+        self.kind_mask = {k: m for k in KINDS if (m := kinds == k).any()}
+        self.type_mask = {s: m for s in CONTRIBUTE if (m := self.strategy == s).any()}
+        self.present, self.types = list(self.kind_mask), list(self.type_mask)
         self.neighbourhood = cfg.groups == "neighbourhood"
         self.params = params_of(cfg)
-        self.table = nb.table
-        degree = np.asarray(nb.degree, np.float64)
+        self.table = None if nb is None else nb.table  # None: complete graph, well mixed
         if self.neighbourhood:
+            degree = np.asarray(nb.degree, np.float64)
             # i's private return per token: r/(k_i+1) x sum over its groups of 1/(k_g+1).
             inv = 1.0 / (degree + 1.0)
             own = cfg.r * inv * (inv + np.asarray(neighbour_sum(nb, jnp.asarray(inv))))
@@ -504,9 +519,10 @@ class _Batch:
         if self.neighbourhood:
             peers, members, mpcr = self.peers, self.members, self.mpcr
         else:
-            group, peers = draw_groups(
-                self.table, self.group_keys, t, cfg.group_size, cfg.graph == "complete"
-            )
+            if self.table is None:
+                group, peers = draw_stranger_groups(self.group_keys, t, n, cfg.group_size)
+            else:
+                group, peers = draw_groups(self.table, self.group_keys, t, cfg.group_size)
             members = np.asarray((np.asarray(peers) < n).sum(axis=2) + 1, np.float64).ravel()
             mpcr = cfg.r / members
         # An agent alone (no peers) sits the round out: it contributes nothing and so keeps e,
@@ -621,14 +637,14 @@ class _Batch:
         self._add("grouped_share", grouped.mean(axis=1))
         if self.cfg.agents == "mixed":
             for kind in self.present:
-                m = (self.kinds == kind) & grouped
+                m = self.kind_mask[kind] & grouped
                 kc, kw = _masked_mean(share, m), _masked_mean(final, m)
                 rec.record(time, "contribution_rate", kc, replicate=reps, kind=kind)
                 rec.record(time, "welfare", kw, replicate=reps, kind=kind)
                 self._add(f"contribution_rate.{kind}", kc)
                 self._add(f"welfare.{kind}", kw)
         for s in self.types:
-            m = (self.strategy == s) & grouped
+            m = self.type_mask[s] & grouped
             has = m.any(axis=1)
             sc, sp = _masked_mean(share, m)[has], _masked_mean(final, m)[has]
             rec.record(time, "contribution_by_strategy", sc, replicate=reps[has], strategy=s)
@@ -671,7 +687,7 @@ class PublicGoods(Scenario):
         nb = build_neighbours(cfg, int(ctx.rng.numpy("graph").integers(2**31)))
         return asyncio.run(self._arun(cfg, ctx, nb))
 
-    async def _arun(self, cfg: PublicGoodsConfig, ctx: RunContext, nb: Neighbours) -> dict:
+    async def _arun(self, cfg: PublicGoodsConfig, ctx: RunContext, nb: Neighbours | None) -> dict:
         batches = [(reps, _kinds(cfg, ctx, reps)) for reps in ctx.replicate_batches()]
         needs_llm = any((k == "llm").any() for _, k in batches)
         opened = open_client(

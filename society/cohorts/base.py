@@ -48,6 +48,8 @@ class Cohort:
         hooks assign a new array), so a lookup costs one binary search per agent.
         """
         agents = np.asarray(agents, dtype=np.int64)
+        if agents.size == self.agents.size and np.array_equal(agents, self.agents):
+            return np.arange(agents.size)  # the whole cohort in its own order: the common case
         cache = self.__dict__.get("_local_cache")
         if cache is None or cache[0] is not self.agents:
             order = np.argsort(self.agents, kind="stable")
