@@ -120,7 +120,7 @@ class Archetypes:
         return per_group[self.group_of]
 
     def members(self, group: int) -> np.ndarray:
-        """The agent ids of one group."""
+        """The rows of `profiles` (agent positions in the call) that form one group."""
         return np.flatnonzero(self.group_of == group)
 
 
