@@ -26,6 +26,10 @@ if typing.TYPE_CHECKING:
 
 # name -> (config class, scenario class), as "module:attribute".
 REGISTRY: dict[str, tuple[str, str]] = {
+    "skill-society": (
+        "scenarios.skill_society.config:SkillSocietyConfig",
+        "scenarios.skill_society.model:SkillSociety",
+    ),
     "public-goods": (
         "scenarios.public_goods.config:PublicGoodsConfig",
         "scenarios.public_goods.model:PublicGoods",

@@ -1,7 +1,10 @@
 """The ``society`` command: a thin layer over :mod:`scenarios` (the Python API comes first).
 
-Bad input exits with status 2 and one line on stderr naming what is wrong and what is
-accepted. Heavy imports (jax, the scenario models) happen only in ``run``.
+Exit status: 0 a completed (or stopped) run; 2 bad input, one line on stderr naming what is
+wrong and what is accepted; 3 a degraded run (too many LLM decisions were fallbacks for
+failed calls; ``--accept-degraded`` exits 0); 1 a run that could not go on (one line, e.g.
+the local model server died) or an unexpected error. Heavy imports (jax, the scenario
+models) happen only in ``run``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from typing import Annotated, Any
 import typer
 
 import scenarios
-from sim_core.errors import ConfigError
+from sim_core.errors import ConfigError, RunError
+
+EXIT_DEGRADED = 3
 
 app = typer.Typer(
     name="society",
@@ -81,6 +86,8 @@ def run_cmd(
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/<scenario>-<time>)")] = None,
     llm: Annotated[str | None, typer.Option(help="litellm model string for LLM agents (default: 'local', the embedded model)")] = None,
     api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")] = None,
+    max_fallback_rate: Annotated[float, typer.Option("--max-fallback-rate", help="the run is 'degraded' (exit 3) when more than this share of an LLM cohort's decisions were fallbacks for failed calls")] = 0.1,
+    accept_degraded: Annotated[bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded (the summary still says so)")] = False,
 ) -> None:
     """Run a scenario and write its run directory."""
     from sim_core.experiment import load_config_file
@@ -91,9 +98,12 @@ def run_cmd(
     values.update(parse_set(set_ or []))
     scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
     result = scenarios.run(
-        scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base
+        scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base,
+        max_fallback_rate=max_fallback_rate,
     )
     _print_summary(scenario, result)
+    if _report_failures(result.summary) and not accept_degraded:
+        raise typer.Exit(EXIT_DEGRADED)
 
 
 llm_app = typer.Typer(help="The embedded local model.", no_args_is_help=True)
@@ -125,9 +135,31 @@ def _print_summary(scenario: str, result: Any) -> None:
         table.add_row(name, f"{m['mean']:.4g}", f"[{lo:.4g}, {hi:.4g}]", str(len(m["values"])))
     console = Console()
     console.print(table)
+    llm = s.get("llm")
+    if llm and llm["failures"]:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(llm["failure_kinds"].items()))
+        console.print(
+            f"LLM calls: {llm['failures']} of {llm['requests']} requests failed ({kinds}); "
+            f"{llm['fallbacks']} answered by the fallback",
+            markup=False,
+        )
     if s.get("stop_reason"):
-        console.print(f"stopped early: {s['stop_reason']}")
+        console.print(f"stopped early: {s['stop_reason']}", markup=False)
+    console.print(f"status: {s['status']}")
     console.print(f"run directory: {result.run_dir}")
+
+
+def _report_failures(s: dict[str, Any]) -> bool:
+    """LLM failures on stderr (stdout may go to a file nobody reads); True when degraded."""
+    llm = s.get("llm")
+    if llm and llm["failures"]:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(llm["failure_kinds"].items()))
+        print(f"warning: {llm['failures']} of {llm['requests']} LLM requests failed ({kinds})", file=sys.stderr)
+    for reason in s.get("degraded", []):
+        print(f"degraded: {reason}", file=sys.stderr)
+    if s.get("first_failure") and (s.get("degraded") or (llm and llm["failures"])):
+        print(f"first failure: {s['first_failure']}", file=sys.stderr)
+    return s["status"] == "degraded"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         rc = app(args=argv, standalone_mode=False, prog_name="society")
     except ConfigError as exc:
         _fail(str(exc))
+    except RunError as exc:  # e.g. the local model server died: its cause, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     except typer.Abort:
         _fail("aborted")
     except typer.TyperException as exc:  # click-style usage errors (bad option, missing arg)

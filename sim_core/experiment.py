@@ -16,6 +16,7 @@ import platform
 import time
 import tomllib
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,6 +29,9 @@ from sim_core.errors import ConfigError
 from sim_core.recorder import Recorder
 from sim_core.rng import RNG
 from sim_core.stats import summarize
+
+DEFAULT_MAX_FALLBACK_RATE = 0.1
+"""A run is ``degraded`` when more than this share of one cohort's decisions were fallbacks."""
 
 VERSIONED_PACKAGES = ("society-sim", "jax", "jaxlib", "numpy", "networkx", "mesa", "litellm", "pydantic")
 
@@ -66,11 +70,52 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)  # e.g. {"llm": ..., "api_base": ...}
     batch_replicates: int | None = None  # replicates per vectorised batch (None: all at once)
     stop_reason: str | None = None  # set by a scenario that stopped early (e.g. a budget)
+    max_fallback_rate: float = DEFAULT_MAX_FALLBACK_RATE
+    # cohort -> {"decisions", "fallbacks"}: decisions that should have come from a model
+    # call, and how many a stand-in answered because the call failed (count_fallbacks).
+    fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)
+    first_failure: str | None = None
+    report: dict[str, Any] = field(default_factory=dict)  # extra sections of summary.json
+
+    def count_fallbacks(
+        self, cohort: str, decisions: int, fallbacks: int, first_failure: str | None = None
+    ) -> None:
+        """Add to a cohort's decisions and fallbacks (with the first failure's cause). More
+        than ``max_fallback_rate`` fallbacks in any cohort make the run ``degraded``: its
+        numbers describe the stand-in, not the agents."""
+        counts = self.fallbacks.setdefault(cohort, {"decisions": 0, "fallbacks": 0})
+        counts["decisions"] += int(decisions)
+        counts["fallbacks"] += int(fallbacks)
+        if self.first_failure is None and first_failure:
+            self.first_failure = first_failure
+
+    def degradation(self) -> list[str]:
+        """One line per cohort whose fallback rate is above ``max_fallback_rate``."""
+        out = []
+        for cohort, c in sorted(self.fallbacks.items()):
+            n, k = c["decisions"], c["fallbacks"]
+            if n > 0 and k / n > self.max_fallback_rate:
+                out.append(
+                    f"cohort '{cohort}': {k} of {n} decisions were fallbacks "
+                    f"({k / n:.0%} > max_fallback_rate {self.max_fallback_rate:g})"
+                )
+        return out
 
     def replicate_batches(self) -> list[np.ndarray]:
         """Replicate ids split into the batches a scenario should vmap over."""
         size = self.batch_replicates or self.replicates
         return [np.arange(i, min(i + size, self.replicates)) for i in range(0, self.replicates, size)]
+
+
+_current_run: ContextVar[RunContext | None] = ContextVar("sim_core_current_run", default=None)
+
+
+def current_run() -> RunContext | None:
+    """The RunContext of the scenario running now (None outside ``run_scenario``), so that
+    machinery a scenario uses (the LLM session) reports fallbacks to the run without every
+    scenario passing ``ctx`` along. Visible in the scenario's thread and in the asyncio
+    tasks it starts; not in threads it starts itself."""
+    return _current_run.get()
 
 
 @dataclass
@@ -162,12 +207,19 @@ def run_scenario(
     config: Mapping[str, Any] | pydantic.BaseModel | None = None,
     options: Mapping[str, Any] | None = None,
     batch_replicates: int | None = None,
+    max_fallback_rate: float = DEFAULT_MAX_FALLBACK_RATE,
     **params: Any,
 ) -> RunResult:
     """Validate parameters, run every replicate, and write the run directory.
 
     ``config`` (a mapping or a Config instance) and keyword ``params`` give parameter
     values (keywords win). With ``write=False`` nothing is written to disk.
+
+    The summary's ``status`` is ``completed``, ``stopped`` (the scenario stopped early,
+    ``stop_reason`` says why), ``degraded`` (more than ``max_fallback_rate`` of some
+    cohort's decisions were fallbacks for failed model calls; ``degraded`` lists them) or
+    ``failed`` (an exception, re-raised). ``scenarios.run(..., max_fallback_rate=0.5)``
+    reaches this parameter through its keyword arguments.
     """
     if isinstance(scenario, type):
         scenario = scenario()
@@ -177,6 +229,8 @@ def run_scenario(
         raise ConfigError(f"invalid value for 'replicates': must be an integer >= 1 (got {replicates!r})")
     if batch_replicates is not None and (not isinstance(batch_replicates, int) or batch_replicates < 1):
         raise ConfigError(f"invalid value for 'batch_replicates': must be an integer >= 1 (got {batch_replicates!r})")
+    if isinstance(max_fallback_rate, bool) or not isinstance(max_fallback_rate, int | float) or not 0 <= max_fallback_rate <= 1:
+        raise ConfigError(f"invalid value for 'max_fallback_rate': must be a number in [0, 1] (got {max_fallback_rate!r})")
     if isinstance(config, pydantic.BaseModel):
         values = {**config.model_dump(), **params}
     else:
@@ -192,6 +246,7 @@ def run_scenario(
         run_dir=run_dir,
         options=dict(options or {}),
         batch_replicates=batch_replicates,
+        max_fallback_rate=float(max_fallback_rate),
     )
     summary: dict[str, Any] = {
         "scenario": scenario.name,
@@ -203,6 +258,7 @@ def run_scenario(
         "metrics": {},
     }
     started = time.perf_counter()
+    token = _current_run.set(ctx)
     try:
         headline = scenario.run(cfg, ctx)
     except BaseException as exc:
@@ -211,10 +267,24 @@ def run_scenario(
         summary["wall_time_s"] = round(time.perf_counter() - started, 3)
         _write_summary(run_dir, summary)
         raise
+    finally:
+        _current_run.reset(token)
     recorder.close()
-    summary["status"] = "stopped" if ctx.stop_reason else "completed"
+    degraded = ctx.degradation()
+    summary["status"] = "degraded" if degraded else "stopped" if ctx.stop_reason else "completed"
+    if degraded:
+        summary["degraded"] = degraded
     if ctx.stop_reason:
         summary["stop_reason"] = ctx.stop_reason
+    if ctx.fallbacks:
+        summary["fallbacks"] = {
+            cohort: {**c, "rate": c["fallbacks"] / c["decisions"] if c["decisions"] else 0.0}
+            for cohort, c in sorted(ctx.fallbacks.items())
+        }
+        summary["max_fallback_rate"] = ctx.max_fallback_rate
+    if ctx.first_failure:
+        summary["first_failure"] = ctx.first_failure
+    summary.update(ctx.report)
     summary["wall_time_s"] = round(time.perf_counter() - started, 3)
     for name, vals in headline.items():
         vals = np.asarray(vals, dtype=float).ravel()

@@ -124,6 +124,19 @@ def neighbour_argmax(nb: Neighbours, x: jax.Array) -> jax.Array:
     return _best_edge(nb, _edge_values(nb, x.astype(jnp.float32), -jnp.inf))
 
 
+def neighbour_argmax_at(nb: Neighbours, x: jax.Array, col: jax.Array) -> jax.Array:
+    """For each node ``i``, the neighbour ``j`` with the largest ``x[j, col[i]]`` (self if isolated).
+
+    One column per node, e.g. the domain each agent works on: a gather, no scatter.
+    """
+    x = x.astype(jnp.float32)
+    if nb.table is not None:
+        scores = _pad(x, -jnp.inf)[nb.table, col[:, None]]
+    else:
+        scores = x[nb.dst, col[nb.src]]
+    return _best_edge(nb, scores)
+
+
 def weighted_neighbour(nb: Neighbours, key: jax.Array, weights: jax.Array) -> jax.Array:
     """For each node, a neighbour drawn with probability proportional to ``weights``.
 

@@ -6,8 +6,11 @@ started per module for the agents' requests; the lifecycle tests start their own
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,14 +31,17 @@ from society.llm.local import (  # noqa: E402
     LOCAL_MODEL,
     SERVED_NAME,
     LocalModel,
+    LocalModelDied,
     LocalModelUnavailable,
     _bounded_ints,
     _format_gemma3,
+    describe_exit,
     is_available,
     is_local_model,
     model_path,
     require_available,
 )
+from society.llm.session import open_client  # noqa: E402
 
 
 class Give(BaseModel):
@@ -188,6 +194,70 @@ def test_a_failed_start_quotes_the_server_output(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"(?s)exited with code \d+ while starting.*gguf"):
         model.start()
     assert not model.running
+
+
+def _server_children() -> set[int]:
+    """Pids of local model servers this process started (from /proc: Linux)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue  # exited meanwhile
+        if ppid == os.getpid() and b"_server_main" in cmdline:
+            found.add(int(stat.parent.name))
+    return found
+
+
+async def test_a_server_that_dies_is_the_reported_cause() -> None:
+    # What a llama.cpp built with instructions the VM does not enable does on its first
+    # request (SIGSEGV at ldtilecfg); the run must say so, not "connection error".
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("finds the server's pid in /proc")
+    before = _server_children()
+    async with open_client({}) as client:
+        first = await client.complete(_messages("You greet.", "Say hi."), fallback={"say": "-"})
+        assert first.ok, first.error
+        (pid,) = _server_children() - before
+        os.kill(pid, signal.SIGSEGV)
+        with pytest.raises(
+            LocalModelDied,
+            match=r"^the local model server \(pid \d+, http://127\.0\.0\.1:\d+/v1\) died "
+            r"with SIGSEGV \(signal 11\); likely cause: llama\.cpp built with instructions "
+            r"this CPU/VM does not enable; rebuild with `make clean && make`",
+        ) as caught:
+            await client.complete(_messages("You greet.", "Say hello."), fallback={"say": "-"})
+        assert "\n" not in str(caught.value)  # one line
+    assert _gone(pid)
+
+
+def test_exits_are_described_by_code_or_signal() -> None:
+    assert describe_exit(1) == "exited with code 1"
+    assert describe_exit(-signal.SIGKILL) == "died with SIGKILL (signal 9)"
+    assert describe_exit(-signal.SIGILL).startswith("died with SIGILL (signal 4); likely cause")
+
+
+def test_the_installed_llama_cpp_has_no_amx_or_avx512() -> None:
+    # scripts/build_llama.sh builds without them: a CPU may advertise them while its VM or
+    # OS does not enable them (the server then dies on its first request).
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        pytest.skip("objdump is not installed")
+    spec = importlib.util.find_spec("llama_cpp")
+    assert spec is not None and spec.submodule_search_locations
+    package = Path(next(iter(spec.submodule_search_locations)))
+    libs = sorted(package.rglob("libggml-cpu*.so*"))
+    assert libs, f"no libggml-cpu in {package}"
+    for lib in libs:
+        asm = subprocess.run(
+            [objdump, "-d", "--no-show-raw-insn", str(lib)],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        assert "ret" in asm  # objdump did disassemble it
+        amx = re.findall(r"\b(ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd\w*|tdp\w+)\b", asm)
+        assert not amx, f"{lib.name} has AMX instructions: {sorted(set(amx))}"
+        assert "%zmm" not in asm, f"{lib.name} has AVX-512 (zmm) instructions"
 
 
 def test_server_exits_when_its_parent_is_killed() -> None:

@@ -1,7 +1,7 @@
 """Shared artifacts: a content-addressed SQLite store with provenance, sharing policies,
 usefulness posteriors, BM25 retrieval, retirement and Parquet export."""
 
-from society.artifacts.quoting import quote_for_prompt
+from society.artifacts.quoting import looks_like_injection, quote_for_prompt
 from society.artifacts.store import (
     POLICIES,
     Artifact,
@@ -16,5 +16,6 @@ __all__ = [
     "ArtifactStore",
     "SupportsNeighbours",
     "artifact_id",
+    "looks_like_injection",
     "quote_for_prompt",
 ]

@@ -19,7 +19,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,29 @@ AGENT_METRICS = ("requests", "tokens", "cost_usd", "failures", "fallbacks")
 IO_METRICS = ("network_calls", "cache_hits", "retries", "network_cost_usd", "latency_s")
 
 
+_KIND_PREFIXES = (
+    ("connection error", "connection"),
+    ("timeout", "timeout"),
+    ("malformed reply", "malformed"),
+    ("empty reply", "empty"),
+    ("invalid reply", "invalid"),
+)
+
+
+def failure_kind(error: str) -> str:
+    """What kind of failure an error message (as kept in a Completion and the cache) is:
+    connection, timeout, http_<status>, malformed, empty, invalid (after one repair) or
+    other. Read from the message, so a replay from the cache counts the same kinds."""
+    error = error.removeprefix("repair failed: ")  # the repair call failed: count its cause
+    status = re.match(r"HTTP (\d{3})\b", error)
+    if status:
+        return f"http_{status.group(1)}"
+    for prefix, kind in _KIND_PREFIXES:
+        if error.startswith(prefix):
+            return kind
+    return "other"
+
+
 class Usage:
     """Accounting of LLM use per agent, per cohort and in total."""
 
@@ -93,6 +116,17 @@ class Usage:
         self.total: dict[str, float] = dict.fromkeys(LOGICAL_METRICS + IO_METRICS, 0)
         self.by_agent: dict[int, dict[str, float]] = {}
         self.by_cohort: dict[str, dict[str, float]] = {}
+        # Failed requests by kind (failure_kind), and the first failure's message: what a
+        # user needs to see when a run's LLM agents mostly fell back.
+        self.failure_kinds: dict[str, int] = {}
+        self.first_error: str | None = None
+
+    def add_failure(self, error: str) -> None:
+        """Count one failed request by its kind; keep the first message."""
+        kind = failure_kind(error)
+        self.failure_kinds[kind] = self.failure_kinds.get(kind, 0) + 1
+        if self.first_error is None:
+            self.first_error = error
 
     def add(
         self, metric: str, value: float, *, agent: int | None = None, cohort: str | None = None
@@ -112,6 +146,10 @@ class Usage:
         names = LOGICAL_METRICS + (IO_METRICS if include_io else ())
         out: list[dict[str, Any]] = [
             {"metric": f"llm_{m}", "value": float(self.total[m])} for m in names
+        ]
+        out += [
+            {"metric": f"llm_failures.{kind}", "value": float(n)}
+            for kind, n in sorted(self.failure_kinds.items())
         ]
         for cohort in sorted(self.by_cohort):
             values = self.by_cohort[cohort]
@@ -168,9 +206,18 @@ class LLMClient:
     Use it as ``async with LLMClient(cfg) as client:`` within one event loop. Several clients
     (one per model) can share one global concurrency limit through ``global_limit``.
     Ordinary failures never raise: they give ``Completion(ok=False, ...)`` with the fallback.
+    ``liveness`` (set for the embedded local model) is called after a moment in which a call
+    could not connect; it raises when the server is known to be dead, so the run fails with
+    that cause instead of falling back on every later request.
     """
 
-    def __init__(self, config: LLMConfig, *, global_limit: asyncio.Semaphore | None = None):
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        global_limit: asyncio.Semaphore | None = None,
+        liveness: Callable[[], None] | None = None,
+    ):
         if not isinstance(config, LLMConfig):
             raise TypeError(f"config must be an LLMConfig, got {type(config).__name__}")
         self.config = config
@@ -189,6 +236,7 @@ class LLMClient:
         )
         self._jitter = random.Random(config.seed)  # backoff jitter only, never the trajectory
         self._schemas: dict[type[BaseModel], dict[str, Any]] = {}
+        self._liveness = liveness
         self._closed = False
 
     def __repr__(self) -> str:
@@ -262,6 +310,11 @@ class LLMClient:
             self._cache.put_many(new_entries)
         completions = self._account(requests, prepared, outcomes)
         self._check_budget()
+        if self._liveness is not None and any(
+            o.error is not None and failure_kind(o.error) == "connection"
+            for o in outcomes.values()
+        ):
+            self._liveness()
         return completions
 
     # -- preparing requests ----------------------------------------------------------------
@@ -542,6 +595,7 @@ class LLMClient:
             ok = o.error is None
             if not ok:
                 add("failures", 1, **who)
+                self.usage.add_failure(o.error)
                 if p.fallback is not None or p.fallback_text:
                     add("fallbacks", 1, **who)
             completions.append(

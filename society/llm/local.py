@@ -38,6 +38,7 @@ import weakref
 from pathlib import Path
 from typing import IO, Any
 
+from sim_core.errors import RunError
 from society.llm.config import LLMConfig
 
 LOCAL_MODEL = "local/gemma3-270m"
@@ -63,6 +64,36 @@ _STDERR_TAIL_CHARS = 2000
 
 class LocalModelUnavailable(ImportError):
     """The ``local-llm`` extra is not installed."""
+
+
+class LocalModelDied(RunError):
+    """The server exited or was killed while it should be serving (output in ``.output``)."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+# Signals of a crash in llama.cpp's native code; the usual cause is an instruction the build
+# uses but this CPU/VM does not enable (e.g. AMX's ldtilecfg under a hypervisor).
+_CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGILL, signal.SIGBUS)
+CRASH_HINT = (
+    "likely cause: llama.cpp built with instructions this CPU/VM does not enable; "
+    "rebuild with `make clean && make` (scripts/build_llama.sh builds a portable one)"
+)
+
+
+def describe_exit(returncode: int) -> str:
+    """'died with SIGSEGV (signal 11)' or 'exited with code 1', plus the likely cause of a
+    crash: the words a user needs instead of a client-side connection error."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        sig = signal.Signals(-returncode)
+    except ValueError:
+        return f"died with signal {-returncode}"
+    text = f"died with {sig.name} (signal {sig.value})"
+    return f"{text}; {CRASH_HINT}" if sig in _CRASH_SIGNALS else text
 
 
 def is_local_model(model: str) -> bool:
@@ -297,9 +328,10 @@ class LocalModel:
         while True:
             assert self._proc is not None
             if self._proc.poll() is not None:
-                raise RuntimeError(
-                    f"the local model server exited with code {self._proc.returncode} while "
-                    f"starting; its output ends with:\n{self.log_tail()}"
+                raise LocalModelDied(
+                    f"the local model server {describe_exit(self._proc.returncode)} while "
+                    f"starting; its output ends with:\n{self.log_tail()}",
+                    self.log_tail(),
                 )
             try:
                 with urllib.request.urlopen(probe, timeout=2.0) as resp:
@@ -315,6 +347,22 @@ class LocalModel:
                     f"with:\n{tail}"
                 )
             time.sleep(0.1)
+
+    def check_alive(self, grace_s: float = 0.5) -> None:
+        """Raise LocalModelDied, one line naming the exit code or signal, if the server is
+        gone. The client calls it when a request could not connect. ``grace_s`` covers the
+        moment between a crash closing the socket and the process being reapable."""
+        if self._proc is None:
+            return
+        try:
+            code = self._proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            return  # alive: the connection failed for another reason
+        raise LocalModelDied(
+            f"the local model server (pid {self._proc.pid}, {self.api_base}) "
+            f"{describe_exit(code)}",
+            self.log_tail(),
+        )
 
     def log_tail(self, chars: int = _STDERR_TAIL_CHARS) -> str:
         """The end of the server's output (stdout and stderr together)."""
@@ -377,7 +425,7 @@ def serve(port: int | None = None, **kwargs: Any) -> None:
     except KeyboardInterrupt:
         return
     if code not in (0, -signal.SIGTERM, -signal.SIGINT):
-        raise RuntimeError(f"the local model server exited with code {code}")
+        raise LocalModelDied(f"the local model server {describe_exit(code)}")
 
 
 # -- inside the server process ---------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 Scenarios call :func:`open_client` and never build configs themselves, so every run gets
 the same defaults: the embedded local model when no model is named, a response cache in
-the run directory (which makes the run replayable offline), and bad options reported as
-one-line config errors.
+the run directory (which makes the run replayable offline), bad options reported as
+one-line config errors, and, when the client closes, its failures and fallbacks reported to
+the run (:func:`report_to_run`), which marks a run with too many of them ``degraded``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import pydantic
 
 from sim_core.errors import ConfigError
+from sim_core.experiment import RunContext, current_run
 from sim_core.recorder import Recorder
 from society.llm import local
 from society.llm.client import LLMClient
@@ -41,12 +43,14 @@ async def open_client(
 ) -> AsyncIterator[LLMClient | None]:
     """Open the run's client; with no ``llm`` option (or ``llm="local"``) start the embedded
     local model for the duration and stop it afterwards. ``needed=False`` (a run without LLM
-    agents) yields None and starts nothing."""
+    agents) yields None and starts nothing. A local server that dies makes the next call
+    that cannot connect raise :class:`local.LocalModelDied`, naming the signal."""
     if not needed:
         yield None
         return
     async with AsyncExitStack() as stack:
         model = options.get("llm") or local.LOCAL_MODEL
+        liveness = None
         if local.is_local_model(model):
             try:
                 local.require_available()
@@ -55,10 +59,42 @@ async def open_client(
             server = await stack.enter_async_context(local.LocalModel())
             extra = {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
             cfg = server.config(**{**extra, **overrides})
+            liveness = server.check_alive
         else:
             cfg = config_from_options(options, run_dir=run_dir, **overrides)
-        client = await stack.enter_async_context(LLMClient(cfg))
+        client = await stack.enter_async_context(LLMClient(cfg, liveness=liveness))
         yield client
+        report_to_run(client)
+
+
+def report_to_run(client: LLMClient, ctx: RunContext | None = None) -> None:
+    """Report a client's failures to the run (``ctx``, default: the current one): per
+    cohort, decisions and fallbacks (requests whose call failed, budget stops excluded:
+    those are a stop the user asked for) with the first failure's message, and the summary
+    section ``llm``: totals and failures by kind. :func:`open_client` calls it; a
+    scenario that builds its own LLMClient calls it once, before closing the client."""
+    ctx = ctx if ctx is not None else current_run()
+    if ctx is None:
+        return
+    usage = client.usage
+    first = usage.first_error
+    named = {"requests": 0.0, "failures": 0.0, "budget_stopped": 0.0}
+    for cohort, values in sorted(usage.by_cohort.items()):
+        decisions = values["requests"] - values["budget_stopped"]
+        ctx.count_fallbacks(cohort, int(decisions), int(values["failures"]), first)
+        for k in named:
+            named[k] += values[k]
+    rest = {k: usage.total[k] - v for k, v in named.items()}  # requests without a cohort
+    if rest["requests"] > 0:
+        decisions = rest["requests"] - rest["budget_stopped"]
+        ctx.count_fallbacks("(no cohort)", int(decisions), int(rest["failures"]), first)
+    section = ctx.report.setdefault(
+        "llm", {"requests": 0, "failures": 0, "fallbacks": 0, "budget_stopped": 0, "failure_kinds": {}}
+    )
+    for k in ("requests", "failures", "fallbacks", "budget_stopped"):
+        section[k] += int(usage.total[k])
+    for kind, n in usage.failure_kinds.items():
+        section["failure_kinds"][kind] = section["failure_kinds"].get(kind, 0) + n
 
 
 def record_usage(

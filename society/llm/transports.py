@@ -175,7 +175,11 @@ class FastTransport:
                 f"timeout after {self._timeout.total:g} s", retryable=True, status=408
             ) from e
         except self._aiohttp.ClientError as e:
-            raise TransportError(f"connection error: {type(e).__name__}", retryable=True) from e
+            # The exception's own text names the host and the refusal: the cause a user
+            # needs when every call of a run fails.
+            detail = " ".join(str(e).split())[:200]
+            message = f"{type(e).__name__}: {detail}" if detail else type(e).__name__
+            raise TransportError(f"connection error: {message}", retryable=True) from e
         if status != 200:
             raise TransportError(
                 f"HTTP {status}: {_error_detail(raw)}",

@@ -1,0 +1,267 @@
+"""skill-society, learned agents: agent-attempts/s of the framework against hand-written numpy.
+
+    .venv/bin/python benchmarks/bench_skill_society.py            # 1e4, 1e5, 1e6 agents (~5 min)
+    .venv/bin/python benchmarks/bench_skill_society.py --quick    # 1e4, 1e5, fewer repeats (< 1 min)
+
+One moment of the scenario's learned path, as ``scenarios/skill_society/model.py`` runs it
+for a society of learned agents (1 replicate, ``sharing=neighbours``, ``allocation=
+self-select``, no teams, a random 4-regular graph from ``society.topology.make_topology``
+compiled by the scenario's own ``block_neighbours``):
+
+- framework: ``_Batch.choices`` (``dyn.rule_choice``, ``dyn.observe`` gathered at the
+  learned rows, ``LearnedCohort.act`` of a cohort with features ``{"estimate": 4}``, 4
+  actions, rule ``reinforce``, scattered into the choice), then ``dyn.step``, then
+  ``_Batch.learn`` (``LearnedCohort.learn`` on the step's reward): the same calls in the
+  same order, the per-moment keys folded as in ``SkillSociety._run_batch``. Recording and
+  checkpoints are left out (they are not the learned path).
+- numpy: the same skill model and the same learning, vectorised by hand: a per-agent linear
+  softmax policy over the 4 domains on the agent's own success estimates (inverse-CDF
+  draw), REINFORCE with a running-mean baseline (rate 0.1) but PLAIN SGD (lr 0.1) where the
+  framework uses per-agent Adam; then the step of ``dyn.step``: the self-selected domain,
+  the source playbook (the neighbour of highest measured quality in that domain, own on
+  ties), success probability, practice / transfer / forgetting, the usefulness posterior
+  scatter-added by author slot (``np.bincount``), distillation into the own slot,
+  retirement, estimates, prices and the reuse tallies. Float32 throughout, updated in
+  place; it draws only the 4 uniforms per agent it needs.
+
+Throughput is agents x moments / s. As in bench_scenarios.py the cost is MARGINAL: the time
+of a long block of moments minus a short one, over the extra moments (each the best of a
+few repeats after a warm-up that compiles), so set-up, compilation and the final sync
+cancel. Both run in this process at the same sizes; ratio = framework / numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from scenarios.skill_society import dynamics as dyn
+from scenarios.skill_society.config import SkillSocietyConfig
+from scenarios.skill_society.model import block_neighbours
+from scenarios.skill_society.tasks import DOMAINS, TRAIN_PARAMS
+from society.cohorts import LearnedCohort
+from society.topology import make_topology
+
+SEED = 1
+DEGREE = 4
+BASELINE_RATE = 0.1  # LearnedCohort's default running-mean rate of the reward baseline
+
+
+def config(n: int) -> SkillSocietyConfig:
+    return SkillSocietyConfig(
+        agents="learned", population=n, sharing="neighbours", graph="random-regular",
+        degree=DEGREE, allocation="self-select", team="none",
+    )  # fmt: skip
+
+
+def edges(n: int) -> np.ndarray:
+    return make_topology("random-regular", n, degree=DEGREE, seed=SEED).edges
+
+
+def marginal(block, short: int, long: int, repeats: int) -> float:
+    """Seconds per extra moment: (best ``long`` block - best ``short`` block) / extra moments."""
+    block(short)  # warm-up: compiles every kernel of this shape
+    t_short = min(block(short) for _ in range(repeats))
+    t_long = min(block(long) for _ in range(repeats))
+    dt = t_long - t_short
+    return dt / (long - short) if dt > 0 else float("nan")  # nan: lost in the noise
+
+
+# -- the framework: model.py's moment for a society of learned agents ---------------------------
+class Framework:
+    def __init__(self, n: int):
+        cfg = config(n)
+        self.p = dyn.make_params(cfg)
+        self.nb = block_neighbours([make_topology("random-regular", n, degree=DEGREE, seed=SEED)])
+        self.world = dyn.initial_world(self.p, 1, cfg.experts)
+        self.gids = np.arange(n)
+        self.ids = jnp.asarray(self.gids, jnp.int32)
+        self.active = np.ones(n, bool)
+        self.pos = np.arange(n)  # every seat is learned
+        self.cohort = LearnedCohort(
+            "learned", self.gids[self.pos], features={"estimate": len(DOMAINS)},
+            actions=len(DOMAINS), rule="reinforce", lr=cfg.learning_rate, key=jax.random.key(2),
+        )  # fmt: skip
+        self.moment_key, self.learn_key = jax.random.key(3), jax.random.key(4)
+        self.t = 0
+
+    def moment(self) -> None:
+        t, pos = self.t, self.pos
+        key = jax.random.fold_in(self.moment_key, t)
+        # _Batch.choices
+        k_rule, k_learned = jax.random.split(jax.random.fold_in(key, 1))
+        choice = dyn.rule_choice(k_rule, self.world, self.p, self.ids)
+        obs = {k: v[pos] for k, v in dyn.observe(self.world, self.p).items()}
+        acts = self.cohort.act(self.gids[pos], obs, k_learned)
+        choice = choice.at[pos].set(jnp.asarray(acts, jnp.int32))
+        # the step
+        self.world, out = dyn.step(
+            jax.random.fold_in(key, 2), self.world, choice, self.p, self.nb,
+            jnp.asarray(self.active), self.ids,
+        )  # fmt: skip
+        # _Batch.learn
+        self.cohort.learn(
+            self.gids[pos], obs, choice[pos], out.reward[pos], jax.random.fold_in(self.learn_key, t)
+        )
+        self.t += 1
+
+    def block(self, steps: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            self.moment()
+        jax.block_until_ready((self.world, self.cohort.state))
+        return time.perf_counter() - t0
+
+
+# -- numpy: the same model and learning, hand-vectorised ------------------------------------------
+class Numpy:
+    def __init__(self, n: int):
+        cfg, f = config(n), np.float32
+        self.n, nd = n, len(DOMAINS)
+        self.rng = np.random.default_rng(SEED)
+        e = edges(n)
+        src, dst = np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]]
+        order = np.argsort(src * n + dst, kind="stable")  # neighbours in id order (ties: lowest)
+        self.table = dst[order].reshape(n, DEGREE)  # regular graph: exactly DEGREE each
+        self.c = dict(
+            slope=f(cfg.slope), difficulty=f(cfg.difficulty), practice=f(cfg.practice_rate),
+            transfer=f(cfg.transfer_rate), strength=f(cfg.artifact_strength),
+            forgetting=f(cfg.forgetting), memorisation=f(cfg.memorisation),
+            on_failure=f(cfg.distil_on_failure), on_success=f(cfg.distil_on_success),
+            insight=f(cfg.insight), initial=f(cfg.initial_skill),
+            min_uses=f(cfg.retire_min_uses), below=f(cfg.retire_below),
+        )  # fmt: skip
+        self.n_rules = np.array([len(TRAIN_PARAMS[d]) for d in DOMAINS], f)
+        self.lr = f(cfg.learning_rate)
+        self.idx = np.arange(n)
+        self.eye = np.eye(nd, dtype=f)
+        z = np.zeros((n, nd), f)
+        self.skill, self.memo = z + self.c["initial"], z.copy()
+        self.est = z + f(dyn.OPTIMISM)
+        self.art_q, self.art_a, self.art_b = z.copy(), z + 1, z + 1
+        self.art_rule = np.full((n, nd), -1, np.int32)
+        self.art_version = np.zeros((n, nd), np.int32)
+        self.attempts, self.successes = z.copy(), z.copy()
+        self.price = np.ones(nd, f)
+        self.reused = self.total = 0.0
+        # policies: the cohort's initialisation N(0, 1 / fan_in) weights, zero biases
+        self.w = (self.rng.standard_normal((n, nd, nd)) / np.sqrt(nd)).astype(f)
+        self.b = np.zeros((n, nd), f)
+        self.baseline = np.zeros(n, f)
+
+    def act(self, x: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits = np.einsum("ai,aij->aj", x, self.w) + self.b
+        logits -= logits.max(1, keepdims=True)
+        prob = np.exp(logits)
+        prob /= prob.sum(1, keepdims=True)
+        choice = (prob[:, :-1].cumsum(1) <= u[:, None]).sum(1)  # inverse CDF
+        return choice, prob
+
+    def learn(self, x, choice, prob, reward) -> None:
+        adv = reward - self.baseline
+        g = -prob  # d log softmax(a) / d logits = onehot(a) - p
+        g[self.idx, choice] += 1.0
+        g *= (self.lr * adv)[:, None]
+        self.w += x[:, :, None] * g[:, None, :]
+        self.b += g
+        self.baseline += BASELINE_RATE * adv
+
+    def step(self, d: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """dyn.step for self-select, no teams, neighbours sharing, every agent active."""
+        c, n, idx = self.c, self.n, self.idx
+        nd = self.skill.shape[1]
+        art_q, art_a, art_b = self.art_q, self.art_a, self.art_b
+        m = np.where(art_q > 0, art_a / (art_a + art_b), np.float32(0))  # measured quality
+        own = m[idx, d]
+        tab = self.table
+        cand = tab[idx, m[tab, d[:, None]].argmax(1)]  # neighbour of highest measured quality
+        m_cand = m[cand, d]
+        src = np.where(m_cand > own, cand, idx)
+        q_src = art_q[src, d]
+        has = q_src > 0
+        q = np.where(has, q_src, np.float32(0))
+        other = has & (src != idx)
+        mq = np.where(other, m_cand, np.float32(0))  # m[src, d]: src is cand when other
+        s = self.skill[idx, d]
+        eff = s + c["strength"] * q * (1 - s) - c["difficulty"]
+        prob = 1 / (1 + np.exp(-c["slope"] * eff))
+        won = u[:, 0] < prob
+        succ = won.astype(np.float32)
+        hot = self.eye[d]
+        # practice, what another's playbook teaches, forgetting of the rest
+        skill = self.skill
+        gain = c["practice"] * (1 - skill) + c["transfer"] * mq[:, None] * np.maximum(
+            q[:, None] - skill, 0
+        )
+        decay = c["forgetting"] * (skill - c["initial"])
+        skill += hot * gain - (1 - hot) * decay
+        np.clip(skill, 0, 1, out=skill)
+        self.memo += hot * c["memorisation"] * (1 - self.memo)
+        self.est += hot * dyn.EST_RATE * (succ[:, None] - self.est)
+        # usefulness posterior of the playbooks used, scatter-added by author slot
+        flat = (src * nd + d)[has]
+        hit = succ[has]
+        art_a.reshape(-1)[:] += np.bincount(flat, hit, n * nd).astype(np.float32)
+        art_b.reshape(-1)[:] += np.bincount(flat, 1 - hit, n * nd).astype(np.float32)
+        # distillation into the own slot: above all after failures, only if better
+        write = np.where(won, u[:, 1] < c["on_success"], u[:, 1] < c["on_failure"])
+        s_new = skill[idx, d]
+        q_new = np.clip(s_new + c["insight"] * (1 - s_new) * (1 - succ), 0, 1)
+        r = np.flatnonzero(write & (q_new > art_q[idx, d]))
+        dr = d[r]
+        art_q[r, dr] = q_new[r]
+        art_a[r, dr] = 1
+        art_b[r, dr] = 1
+        self.art_rule[r, dr] = np.floor(u[r, 2] * self.n_rules[dr]).astype(np.int32)
+        self.art_version[r, dr] += 1
+        # retirement of playbooks that rarely help
+        retire = (art_q > 0) & (art_a + art_b - 2 >= c["min_uses"])
+        retire &= art_a / (art_a + art_b) <= c["below"]
+        art_q[retire], art_a[retire], art_b[retire], self.art_rule[retire] = 0, 1, 1, -1
+        # prices (bidding only; kept up to date as dyn.step does) and the tallies
+        share = np.bincount(d, minlength=nd) / n
+        self.price = np.clip(self.price * np.exp(dyn.PRICE_RATE * (1 - nd * share)), *dyn.PRICE_BOUNDS)
+        self.attempts += hot
+        self.successes += hot * succ[:, None]
+        self.reused += float(other.sum())
+        self.total += n
+        return succ  # the reward under self-select
+
+    def moment(self) -> None:
+        u = self.rng.random((self.n, 4), np.float32)  # act, success, distil, rule
+        x = self.est.copy()  # what the agents saw when they chose
+        choice, prob = self.act(x, u[:, 0])
+        reward = self.step(choice, u[:, 1:])
+        self.learn(x, choice, prob, reward)
+
+    def block(self, steps: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            self.moment()
+        return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1e4 and 1e5 agents, fewer repeats")
+    quick = ap.parse_args().quick
+    # (agents, short block, long block) in moments
+    cases = [(10_000, 5, 25), (100_000, 3, 11)] if quick else [
+        (10_000, 10, 60), (100_000, 5, 25), (1_000_000, 2, 6)
+    ]  # fmt: skip
+    repeats = 2 if quick else 3
+    print(f"skill-society learned path, agent-attempts/s (jax {jax.__version__} on {jax.devices()[0].platform})")
+    print(f"{'N':>9} {'framework':>11} {'numpy':>11} {'fw/numpy':>9}", flush=True)
+    for n, short, long in cases:
+        reps = 2 if n >= 1_000_000 else repeats
+        fw = n / marginal(Framework(n).block, short, long, reps)
+        npy = n / marginal(Numpy(n).block, short, long, reps)
+        print(f"{n:>9.0e} {fw:>11.3g} {npy:>11.3g} {fw / npy:>9.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""skill-society: the flagship study of collective self-improvement through artifacts."""

@@ -1,0 +1,140 @@
+"""Parameters of the skill-society scenario (pydantic only, so `society describe` is fast)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from scenarios.fields import Graph, Split, parse_split
+
+
+class SkillSocietyConfig(BaseModel):
+    """A society that learns from experience through shared and inherited artifacts, scored on held-out tasks."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+        "learned",
+        description="kind of agent: rules (fixed domain choice on own success estimates), learned "
+        "(REINFORCE policies over domains), llm (solve the text tasks and write notes), or mixed "
+        "(see split)",
+    )
+    population: int = Field(200, ge=2, description="agents N per replicate")
+    split: Split | None = Field(
+        None, description="agents=mixed: proportions of each kind, e.g. 'learned:98,llm:2'"
+    )
+    steps: int = Field(40, ge=1, description="moments per generation; each agent attempts one task per moment")
+    generations: int = Field(
+        1, ge=1, description="generations; at each turnover every agent is replaced by a new one"
+    )
+    inherit: bool = Field(
+        True, description="new agents receive their parent's artifacts (else they die with it)"
+    )
+    eval_every: int = Field(10, ge=1, description="moments between evaluation checkpoints")
+    difficulty: float = Field(
+        0.5, ge=0.0, le=1.0, description="task difficulty: fewer examples and longer inputs as it rises"
+    )
+    sharing: Literal["none", "neighbours", "broadcast", "strong-to-weak"] = Field(
+        "neighbours",
+        description="who sees an agent's artifacts: nobody else, its graph neighbours, everyone, or "
+        "agents of the artifact's niche who score lower than its author",
+    )
+    graph: Graph = Field("small-world", description="topology (or an edge-list file)")
+    degree: int = Field(4, ge=1, description="graph degree (mean degree for random graphs)")
+    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
+    allocation: Literal["random", "self-select", "bidding", "router"] = Field(
+        "self-select",
+        description="which domain an agent attempts: a random one, its own choice, its choice "
+        "weighed by market prices that rise with unmet demand, or a central router's "
+        "assignment by comparative advantage",
+    )
+    team: Literal["none", "chain", "star", "tree", "random-dag"] = Field(
+        "none",
+        description="numeric agents work in teams of team_size whose answer is the team's: each "
+        "member's contribution decays with its distance from the final answerer in this structure",
+    )
+    team_size: int = Field(3, ge=2, description="members per team (population must be a multiple)")
+    team_decay: float = Field(
+        0.5, ge=0.0, le=1.0, description="team: weight of a member's work per link from the answerer"
+    )
+    learning_rate: float = Field(0.1, gt=0.0, description="learned agents: Adam learning rate")
+    explore: float = Field(
+        0.1, ge=0.0, le=1.0, description="rules and llm agents: probability of trying a random domain"
+    )
+    initial_skill: float = Field(0.2, ge=0.0, le=1.0, description="skill of a new agent in every domain")
+    experts: int = Field(
+        0, ge=0, description="agents per replicate (the first ids) that start as experts with playbooks"
+    )
+    slope: float = Field(8.0, gt=0.0, description="success probability sigmoid(slope * (skill - difficulty))")
+    practice_rate: float = Field(
+        0.02, ge=0.0, le=1.0, description="skill gained per attempt: rate * (1 - skill)"
+    )
+    transfer_rate: float = Field(
+        0.3,
+        ge=0.0,
+        le=1.0,
+        description="skill learned from a used artifact: rate * measured quality * (quality - skill)",
+    )
+    artifact_strength: float = Field(
+        0.5, ge=0.0, le=1.0, description="help while using an artifact of quality q: skill + s q (1 - skill)"
+    )
+    forgetting: float = Field(
+        0.005, ge=0.0, le=1.0, description="per moment, unpractised skill decays by this share towards initial_skill"
+    )
+    memorisation: float = Field(
+        0.05, ge=0.0, le=1.0, description="per attempt, memory of train instances (helps train only)"
+    )
+    distil_on_failure: float = Field(
+        1.0, ge=0.0, le=1.0, description="probability of writing an artifact after a failed attempt"
+    )
+    distil_on_success: float = Field(
+        0.1, ge=0.0, le=1.0, description="probability of writing an artifact after a success"
+    )
+    insight: float = Field(
+        0.2, ge=0.0, le=1.0, description="a failure's lesson: artifact quality skill + insight * (1 - skill)"
+    )
+    ood_transfer: float = Field(
+        0.6, ge=0.0, le=1.0, description="share of skill that carries to shifted rules and the unseen domain"
+    )
+    retire_min_uses: int = Field(20, ge=1, description="uses before an artifact can be retired")
+    retire_below: float = Field(
+        0.2, ge=0.0, le=1.0, description="retire artifacts whose usefulness posterior mean is at most this"
+    )
+    publish_top: int = Field(
+        4, ge=0, description="numeric agents' best playbooks per domain published to the store at each checkpoint"
+    )
+    reach_quality: float = Field(
+        0.5, ge=0.0, le=1.0, description="reach: share of agents holding a playbook at least this good"
+    )
+    retrieve: int = Field(3, ge=1, le=10, description="llm agents: artifacts retrieved per task")
+    llm_eval_tasks: int = Field(
+        2, ge=1, description="llm agents: evaluation tasks per split at each checkpoint"
+    )
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="llm agents: sampling temperature")
+    llm_max_tokens: int = Field(96, ge=8, description="llm agents: reply length bound in tokens")
+    llm_budget_tokens: int | None = Field(
+        None, gt=0, description="llm agents: stop the run cleanly once this many tokens are used"
+    )
+    record_every: int = Field(1, ge=1, description="moments between recorded time-series rows")
+
+    @model_validator(mode="after")
+    def _check(self) -> SkillSocietyConfig:
+        if self.agents == "mixed" and self.split is None:
+            raise ValueError("agents=mixed needs a split such as 'learned:98,llm:2'")
+        if self.agents != "mixed" and self.split is not None:
+            raise ValueError(f"split is only used with agents=mixed (agents is {self.agents!r})")
+        if self.split is not None:
+            parse_split(self.split)
+        if self.team != "none" and self.population % self.team_size:
+            raise ValueError(
+                f"population ({self.population}) must be a multiple of team_size ({self.team_size})"
+            )
+        if self.experts > self.population:
+            raise ValueError(f"experts ({self.experts}) must be <= population ({self.population})")
+        if self.eval_every > self.steps * self.generations:
+            raise ValueError(
+                f"eval_every ({self.eval_every}) must be <= steps * generations "
+                f"({self.steps * self.generations}) so that a gain can be measured"
+            )
+        return self

@@ -1,0 +1,589 @@
+"""skill-society: does a society turn experience into artifacts that make it better at tasks
+it never trained on?
+
+One moment: every numeric agent (rules, learned) attempts a task of the domain it chose (or
+was allocated) on the vectorised skill model (``dynamics.step``, one compiled call for all
+agents of all replicates in a batch); every LLM agent attempts a real text task
+(``tasks.py``) with the artifacts it retrieves from the replicate's ``ArtifactStore``, and
+after failures (above all) writes a note that others can retrieve. All LLM requests of a
+moment are in flight together. Evaluation checkpoints every ``eval_every`` moments score
+every agent on train, held-out and out-of-distribution tasks without learning.
+
+Artifacts cross kinds both ways: an LLM agent's note fills its playbook slot in the skill
+model (true quality 1 when the note states a correct training rule of its domain, else 0.05;
+usefulness then measured by use), and at every checkpoint the ``publish_top`` best playbooks
+of numeric agents per domain are published to the store as notes stating their rule. (All
+numeric playbooks live in the vectorised state; writing each of 1e5 agents' revisions to
+SQLite every moment would cost more than the simulation.) Store ids of agents are
+``generation * population + seat``, so inheritance and lineage are the store's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from scenarios.fields import KINDS
+from scenarios.skill_society import dynamics as dyn
+from scenarios.skill_society.config import SkillSocietyConfig
+from scenarios.skill_society.prompts import (
+    NO_ANSWER,
+    NO_NOTE,
+    Answer,
+    Note,
+    distil_messages,
+    solve_messages,
+)
+from scenarios.skill_society.tasks import (
+    DOMAINS,
+    SPLITS,
+    TRAIN_PARAMS,
+    describe_rule,
+    parse_rule,
+    sample_tasks,
+    train_task,
+    verify,
+)
+from sim_core.errors import ConfigError
+from sim_core.experiment import RunContext, Scenario
+from sim_core.graph import Neighbours
+from sim_core.scheduler import Scheduler
+from society.artifacts import ArtifactStore
+from society.cohorts import LearnedCohort, parse_mix
+from society.llm import Request
+from society.llm.session import open_client, record_usage
+from society.metrics import dol_index, emergent_niches
+from society.metrics.improvement import forgetting, plasticity, transfer_ratio
+from society.topology import Topology, make_topology
+
+HEADLINE = (
+    "heldout_gain",
+    "ood_gain",
+    "train_gain",
+    "plasticity",
+    "transfer_ratio",
+    "forgetting",
+    "artifact_reuse_rate",
+    "dol_index",
+    "niches",
+)
+NOTE_QUALITY = (1.0, 0.05)  # an LLM note's true quality: states a training rule / does not
+NICHE_ROWS = 2000  # agents of replicate 0 whose final niche is recorded (for the network plot)
+
+
+def policy_of(cfg: SkillSocietyConfig) -> str:
+    """The store policy of new artifacts under ``sharing`` (and ``inherit`` without sharing)."""
+    if cfg.sharing == "none":
+        return "inherited" if cfg.inherit else "private"
+    return cfg.sharing
+
+
+def topology_of(cfg: SkillSocietyConfig, ctx: RunContext, replicate: int) -> Topology:
+    seed = int(ctx.rng.numpy("graph", replicate).integers(2**31))
+    try:
+        return make_topology(cfg.graph, cfg.population, degree=cfg.degree, rewire=cfg.rewire, seed=seed)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"invalid value for 'graph' {cfg.graph!r} with population {cfg.population}: {exc}") from None
+
+
+def block_neighbours(topos: list[Topology]) -> Neighbours:
+    """One block-diagonal adjacency for the replicates of a batch (seat ids offset by n)."""
+    n = topos[0].n
+    src, dst = [], []
+    for i, t in enumerate(topos):  # one block per replicate
+        s, d = t.edges[:, 0] + i * n, t.edges[:, 1] + i * n
+        src += [s, d]
+        dst += [d, s]
+    return Neighbours.from_edges(np.concatenate(src), np.concatenate(dst), n * len(topos))
+
+
+class Seats:
+    """The store's view of a replicate's graph: agent ids are ``generation * n + seat``.
+
+    Neighbours are the seats' neighbours of the reader's generation and, when artifacts are
+    inherited, of every earlier generation (and the reader's own ancestors), whose
+    playbooks live on in their descendants.
+    """
+
+    def __init__(self, topology: Topology, inherit: bool):
+        self.topology, self.n, self.inherit = topology, topology.n, inherit
+
+    def neighbours_of(self, agent: int) -> np.ndarray:
+        g, seat = divmod(int(agent), self.n)
+        nbrs = self.topology.neighbours_of(seat)
+        if not self.inherit:
+            return nbrs + g * self.n
+        gens = np.arange(g + 1)[:, None] * self.n
+        return np.concatenate([(gens + nbrs).ravel(), np.arange(g) * self.n + seat])
+
+    def lineage(self, seats: np.ndarray, generation: int) -> dict[int, int]:
+        """child -> parent store ids of the given seats up to ``generation``."""
+        return {g * self.n + s: (g - 1) * self.n + s for g in range(1, generation + 1) for s in seats.tolist()}
+
+
+class _Batch:
+    """Everything one batch of replicates needs while it runs (host side)."""
+
+    def __init__(self, cfg: SkillSocietyConfig, ctx: RunContext, reps: np.ndarray, client):
+        n = cfg.population
+        self.cfg, self.ctx, self.reps, self.client = cfg, ctx, reps, client
+        self.kinds = np.concatenate([kinds_of(cfg, ctx, int(r)) for r in reps])
+        self.gids = (reps[:, None] * n + np.arange(n)).ravel()
+        self.active = self.kinds != "llm"
+        self.ids = jnp.asarray(self.gids, jnp.int32)
+        self.topos = [topology_of(cfg, ctx, int(r)) for r in reps]
+        self.nb = block_neighbours(self.topos)
+        self.seats = [Seats(t, cfg.inherit) for t in self.topos]
+        self.p = dyn.make_params(cfg)
+        self.world = dyn.initial_world(self.p, reps.size, cfg.experts)
+        self.generation = 0
+        self.learned = None
+        learned = np.flatnonzero(self.kinds == "learned")
+        if learned.size:
+            self.learned_pos = learned
+            features = {"estimate": len(DOMAINS)}
+            if cfg.allocation == "bidding":
+                features["price"] = len(DOMAINS)
+            self.learned = LearnedCohort(
+                "learned",
+                self.gids[learned],
+                features=features,
+                actions=len(DOMAINS),
+                rule="reinforce",
+                lr=cfg.learning_rate,
+                key=ctx.rng.key("learned"),
+            )
+        self.llm_pos = np.flatnonzero(self.kinds == "llm")
+        self.stores: list[ArtifactStore] = []
+        for r in reps.tolist():
+            path = ctx.run_dir / f"artifacts-r{r}.sqlite" if ctx.run_dir is not None else ":memory:"
+            self.stores.append(ArtifactStore(path))
+        self.published: dict[tuple[int, int, int], str] = {}  # (replicate, author, domain) -> id
+        self.published_version: dict[tuple[int, int, int], int] = {}
+        self.llm_rng = [ctx.rng.numpy("llm-tasks", int(r)) for r in reps]
+        self.eval_sets = {
+            (i, s): sample_tasks(s, cfg.llm_eval_tasks, cfg.difficulty, ctx.rng.numpy(f"eval-{s}", int(r)))
+            for i, r in enumerate(reps.tolist())
+            for s in SPLITS
+        }
+        self.llm_stats = np.zeros((reps.size, 2))  # attempts, attempts reusing another's artifact
+        self.curves: list[dict] = []  # one entry per checkpoint
+        self.counted: np.ndarray | None = None  # attempts at the last checkpoint
+
+    def close(self) -> None:
+        for s in self.stores:
+            s.close()
+
+    # -- numeric agents ---------------------------------------------------------------------
+    def choices(self, key: jax.Array) -> jax.Array:
+        k_rule, k_learned = jax.random.split(key)
+        choice = dyn.rule_choice(k_rule, self.world, self.p, self.ids)
+        if self.learned is not None:
+            obs = {k: v[self.learned_pos] for k, v in dyn.observe(self.world, self.p).items()}
+            self.learned_obs = obs
+            acts = self.learned.act(self.gids[self.learned_pos], obs, k_learned)
+            choice = choice.at[self.learned_pos].set(jnp.asarray(acts, jnp.int32))
+        return choice
+
+    def learn(self, choice: jax.Array, out: dyn.Outcome, key: jax.Array) -> None:
+        if self.learned is None or self.cfg.allocation not in ("self-select", "bidding"):
+            return  # only a choice that was the agent's own can be learned from
+        pos = self.learned_pos
+        self.learned.learn(self.gids[pos], self.learned_obs, choice[pos], out.reward[pos], key)
+
+    # -- the store ---------------------------------------------------------------------------
+    def store_id(self, seat: int | np.ndarray) -> int | np.ndarray:
+        return self.generation * self.cfg.population + seat
+
+    def retrieve(self, i: int, seat: int, query: str, domain: str) -> list:
+        store, seats = self.stores[i], self.seats[i]
+        lineage = seats.lineage(np.array([seat]), self.generation) if self.cfg.inherit else None
+        perf = self.performance(i) if self.cfg.sharing == "strong-to-weak" else None
+        arts = store.retrieve(
+            int(self.store_id(seat)), query, self.cfg.retrieve, topology=seats, lineage=lineage, performance=perf
+        )
+        return [a for a in arts if a.niche in (None, domain)]
+
+    def performance(self, i: int) -> dict[str, np.ndarray]:
+        """Per-niche scores by store id for strong-to-weak (NaN outside the niche); agents of
+        earlier generations keep no score, so their artifacts reach nobody this way."""
+        n = self.cfg.population
+        rows = slice(i * n, (i + 1) * n)
+        est = np.asarray(self.world.est[rows])
+        niche = np.asarray(dyn.niche_of(self.world)[rows])
+        out = {}
+        for d, name in enumerate(DOMAINS):  # a handful of domains
+            score = np.full((self.generation + 1) * n, np.nan)
+            score[self.generation * n :] = np.where(niche == d, est[:, d], np.nan)
+            out[name] = score
+        return out
+
+    def publish_numeric(self, time: float) -> None:
+        """The best ``publish_top`` numeric playbooks per replicate and domain, as notes."""
+        k = self.cfg.publish_top
+        if not k or not self.active.any():
+            return
+        n = self.cfg.population
+        q = np.asarray(self.world.art_q)
+        m = np.asarray(dyn.measured(self.world))
+        rule = np.asarray(self.world.art_rule)
+        version = np.asarray(self.world.art_version)
+        score = np.where(self.active[:, None] & (q > 0), m + 1e-3 * q, -1.0)
+        policy = policy_of(self.cfg)
+        for i, r in enumerate(self.reps.tolist()):  # replicates x domains, not agents
+            items = []
+            for d, name in enumerate(DOMAINS):
+                col = score[i * n : (i + 1) * n, d]
+                top = np.argsort(-col, kind="stable")[:k]
+                for seat in top[col[top] > 0].tolist():
+                    row = i * n + seat
+                    author = int(self.store_id(seat))
+                    slot = (r, author, d)
+                    if self.published_version.get(slot) == version[row, d]:
+                        continue
+                    text = (
+                        f"{describe_rule(name, TRAIN_PARAMS[name][rule[row, d]])} "
+                        f"(playbook of a {self.kinds[row]} agent, version {version[row, d]})"
+                    )
+                    parents = [self.published[slot]] if slot in self.published else []
+                    items.append(
+                        dict(kind="playbook", content=text, author=author, created_at=time,
+                             parents=parents, niche=name, policy=policy)
+                    )  # fmt: skip
+                    self.published_version[slot] = int(version[row, d])
+            ids = self.stores[i].publish_many(items)
+            for item, aid in zip(items, ids, strict=True):
+                self.published[(r, item["author"], DOMAINS.index(item["niche"]))] = aid
+
+    # -- LLM agents -----------------------------------------------------------------------
+    def llm_domains(self) -> np.ndarray:
+        """Each LLM agent's domain under ``allocation`` (its own estimates, host side)."""
+        est = np.asarray(self.world.est)[self.llm_pos]
+        out = np.empty(self.llm_pos.size, np.int64)
+        for j, pos in enumerate(self.llm_pos.tolist()):  # a few LLM agents
+            rng = self.llm_rng[pos // self.cfg.population]
+            if self.cfg.allocation == "random" or rng.random() < self.cfg.explore:
+                out[j] = rng.integers(len(DOMAINS))
+            else:
+                out[j] = int(np.argmax(est[j] + 1e-6 * rng.random(len(DOMAINS))))
+        return out
+
+    async def llm_moment(self, time: float) -> None:
+        cfg, n = self.cfg, self.cfg.population
+        domains = self.llm_domains()
+        tasks, retrieved, requests = [], [], []
+        for j, pos in enumerate(self.llm_pos.tolist()):
+            i, seat = divmod(pos, n)
+            task = train_task(DOMAINS[domains[j]], cfg.difficulty, self.llm_rng[i])
+            arts = self.retrieve(i, seat, task.prompt(), task.domain)
+            tasks.append(task)
+            retrieved.append(arts)
+            requests.append(
+                Request(solve_messages(task, arts), schema=Answer, fallback=NO_ANSWER,
+                        agent=int(self.gids[pos]), cohort="llm")
+            )  # fmt: skip
+        replies = await self.client.complete_many(requests)
+        answers = [(c.parsed or NO_ANSWER).answer for c in replies]
+        won = np.array([verify(t, a) for t, a in zip(tasks, answers, strict=True)])
+        distil, notes_for = [], []
+        for j, pos in enumerate(self.llm_pos.tolist()):
+            i, seat = divmod(pos, n)
+            ids = [a.id for a in retrieved[j]]
+            if ids:
+                self.stores[i].record_use(ids, np.full(len(ids), won[j]))
+            self.llm_stats[i] += (1, any(a.author != self.store_id(seat) for a in retrieved[j]))
+            p = cfg.distil_on_success if won[j] else cfg.distil_on_failure
+            if self.llm_rng[i].random() < p:
+                distil.append(
+                    Request(distil_messages(tasks[j], answers[j], bool(won[j])), schema=Note,
+                            fallback=NO_NOTE, agent=int(self.gids[pos]), cohort="llm")
+                )  # fmt: skip
+                notes_for.append(j)
+        # the LLM agents' attempts count in the shared world (estimates, niches, DOL)
+        pos, d = jnp.asarray(self.llm_pos), jnp.asarray(domains)
+        w = self.world
+        s = jnp.asarray(won, jnp.float32)
+        self.world = w.replace(
+            attempts=w.attempts.at[pos, d].add(1.0),
+            successes=w.successes.at[pos, d].add(s),
+            est=w.est.at[pos, d].add(dyn.EST_RATE * (s - w.est[pos, d])),
+        )
+        if distil:
+            notes = await self.client.complete_many(distil)
+            for j, c in zip(notes_for, notes, strict=True):
+                text = (c.parsed or NO_NOTE).note.strip()
+                if text:
+                    self.publish_note(j, tasks[j], text, retrieved[j], time)
+
+    def publish_note(self, j: int, task, text: str, parents: list, time: float) -> None:
+        pos = int(self.llm_pos[j])
+        i, seat = divmod(pos, self.cfg.population)
+        self.stores[i].publish(
+            "note", text, int(self.store_id(seat)), created_at=time, niche=task.domain,
+            parents=[a.id for a in parents], policy=policy_of(self.cfg),
+        )  # fmt: skip
+        d = DOMAINS.index(task.domain)
+        stated = [p for dom, p in parse_rule(text) if dom == task.domain and p in TRAIN_PARAMS[dom]]
+        quality = NOTE_QUALITY[0] if stated else NOTE_QUALITY[1]
+        w = self.world
+        if quality > float(w.art_q[pos, d]):
+            rule = TRAIN_PARAMS[task.domain].index(stated[0]) if stated else 0
+            self.world = w.replace(
+                art_q=w.art_q.at[pos, d].set(quality),
+                art_a=w.art_a.at[pos, d].set(1.0),
+                art_b=w.art_b.at[pos, d].set(1.0),
+                art_rule=w.art_rule.at[pos, d].set(rule),
+                art_version=w.art_version.at[pos, d].add(1),
+            )
+
+    async def llm_scores(self) -> np.ndarray:
+        """(LLM agents, splits, tasks) correctness on the fixed evaluation sets, no learning."""
+        n = self.cfg.population
+        requests, shape = [], (self.llm_pos.size, len(SPLITS), self.cfg.llm_eval_tasks)
+        tasks = []
+        for pos in self.llm_pos.tolist():
+            i, seat = divmod(pos, n)
+            for s in SPLITS:
+                for task in self.eval_sets[(i, s)]:
+                    arts = self.retrieve(i, seat, task.prompt(), task.domain)
+                    tasks.append(task)
+                    requests.append(
+                        Request(solve_messages(task, arts), schema=Answer, fallback=NO_ANSWER,
+                                agent=int(self.gids[pos]), cohort="llm")
+                    )  # fmt: skip
+        replies = await self.client.complete_many(requests)
+        ok = [verify(t, (c.parsed or NO_ANSWER).answer) for t, c in zip(tasks, replies, strict=True)]
+        return np.asarray(ok, np.float64).reshape(shape)
+
+
+def kinds_of(cfg: SkillSocietyConfig, ctx: RunContext, replicate: int) -> np.ndarray:
+    """Kind of every seat of one replicate (a mix is drawn per replicate)."""
+    if cfg.split is None:
+        return np.full(cfg.population, cfg.agents, dtype=object)
+    return parse_mix(cfg.split, cfg.population, ctx.rng.numpy("split", replicate)).astype(object)
+
+
+class SkillSociety(Scenario):
+    """Collective self-improvement through artifacts, measured on held-out tasks."""
+
+    name = "skill-society"
+    Config = SkillSocietyConfig
+    headline = HEADLINE
+    labels = {"split": str, "kind": str, "domain": str, "agent": int, "cohort": str}
+
+    def run(self, cfg: SkillSocietyConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
+        return asyncio.run(self._arun(cfg, ctx))
+
+    async def _arun(self, cfg, ctx: RunContext) -> dict[str, np.ndarray]:
+        batches = ctx.replicate_batches()
+        has_llm = any((kinds_of(cfg, ctx, int(r)) == "llm").any() for b in batches for r in b)
+        results: list[dict[str, np.ndarray]] = []
+        async with open_client(
+            ctx.options,
+            run_dir=ctx.run_dir,
+            needed=has_llm,
+            max_tokens=cfg.llm_max_tokens,
+            temperature=cfg.llm_temperature,
+            budget_tokens=cfg.llm_budget_tokens,
+        ) as client:
+            end = 0.0
+            for reps in batches:
+                out, end = await self._run_batch(cfg, ctx, reps, client)
+                results.append(out)
+                if ctx.stop_reason:
+                    break
+            if client is not None:
+                record_usage(ctx.recorder, client, end)
+        headline: dict[str, list] = {}
+        for out in results:
+            for k, v in out.items():
+                headline.setdefault(k, []).append(v)
+        done = sum(len(b) for b in batches[: len(results)])
+        return {k: _pad(np.concatenate(v), ctx.replicates, done) for k, v in headline.items()}
+
+    async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, client) -> tuple[dict, float]:
+        b = _Batch(cfg, ctx, reps, client)
+        total = cfg.steps * cfg.generations
+        moment_key, learn_key = ctx.rng.key("moments"), ctx.rng.key("learn")
+        sim = Scheduler()
+        try:
+
+            async def checkpoint() -> None:
+                t = sim.now
+                if t > 0 and t % cfg.steps == 0 and t < total:
+                    await self._checkpoint(b, t)
+                    b.world = dyn.turnover(b.world, b.p, jnp.asarray(cfg.inherit))
+                    b.generation += 1
+                elif t % cfg.eval_every == 0 or t == total:
+                    await self._checkpoint(b, t)
+                if t >= total:
+                    sim.stop("steps")
+
+            async def moment() -> None:
+                t = int(sim.now)
+                key = jax.random.fold_in(moment_key, t)
+                choice = b.choices(jax.random.fold_in(key, 1))
+                b.world, out = dyn.step(jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, jnp.asarray(b.active), b.ids)
+                b.learn(choice, out, jax.random.fold_in(learn_key, t))
+                if b.llm_pos.size:
+                    await b.llm_moment(float(t))
+                    if client.budget_exhausted:
+                        ctx.stop_reason = client.budget_message
+                        sim.stop("llm budget")
+                if (t + 1) % cfg.record_every == 0:
+                    self._record_moment(b, t + 1, out)
+
+            # every moment time: a checkpoint (and turnover) first, then the moment
+            sim.every(1.0, checkpoint, priority=-1, name="skill-society checkpoint")
+            sim.every(1.0, moment, name="skill-society moment")
+            await sim.arun()
+            if ctx.stop_reason and (not b.curves or b.curves[-1]["time"] < sim.now):
+                await self._checkpoint(b, sim.now)  # a budget stop still ends on a checkpoint
+            return self._finish(b), float(sim.now)
+        finally:
+            b.close()
+
+    # -- recording ---------------------------------------------------------------------------
+    def _record_moment(self, b: _Batch, t: int, out: dyn.Outcome) -> None:
+        n, rec = b.cfg.population, b.ctx.recorder
+        succ = np.asarray(out.success).reshape(-1, n)
+        for kind in ("rules", "learned"):  # kinds, not agents
+            mask = (b.kinds == kind).reshape(-1, n)
+            if mask.any():
+                rate = (succ * mask).sum(1) / np.maximum(mask.sum(1), 1)
+                rec.record(float(t), "success_rate", rate, replicate=b.reps, kind=kind)
+        reach = dyn.reach(b.world, b.cfg.reach_quality, b.active, n)
+        rec.record(float(t), "reach", reach, replicate=b.reps)
+        if b.cfg.allocation == "bidding":
+            price = np.asarray(b.world.price)
+            rec.record(
+                float(t), "price", price.ravel(),
+                replicate=np.repeat(b.reps, len(DOMAINS)), domain=np.tile(DOMAINS, b.reps.size),
+            )  # fmt: skip
+
+    async def _checkpoint(self, b: _Batch, t: float) -> None:
+        n, rec = b.cfg.population, b.ctx.recorder
+        t = float(t)
+        b.publish_numeric(t)
+        point: dict = {"time": t, "scores": {}}
+        if b.active.any():
+            ev = {k: np.asarray(v) for k, v in dyn.evaluate(b.world, b.p, b.nb).items()}
+            for kind in ("rules", "learned"):
+                mask = (b.kinds == kind).reshape(-1, n)
+                if not mask.any():
+                    continue
+                for s in SPLITS:
+                    v = (ev[s].reshape(-1, n) * mask).sum(1) / mask.sum(1)
+                    point["scores"][(kind, s)] = v
+                    rec.record(t, "score", v, replicate=b.reps, split=s, kind=kind)
+            numeric = b.active.reshape(-1, n)
+            per_dom = ev["heldout_domain"].reshape(-1, n, len(DOMAINS))
+            point["domain"] = (per_dom * numeric[:, :, None]).sum(1) / numeric.sum(1)[:, None]
+            point["attempts"] = np.asarray(b.world.total)
+            point["reused"] = np.asarray(b.world.reused)
+        if b.llm_pos.size:
+            ok = await b.llm_scores()  # (llm agents, splits, tasks)
+            rep_of = b.llm_pos // n
+            for k, s in enumerate(SPLITS):
+                v = np.array([ok[rep_of == i, k].mean() if (rep_of == i).any() else np.nan for i in range(b.reps.size)])
+                point["scores"][("llm", s)] = v
+                rec.record(t, "score", v, replicate=b.reps, split=s, kind="llm")
+            point["llm_tasks"] = np.stack([ok[rep_of == i, 1].mean(0) for i in range(b.reps.size)])
+            point["llm_attempts"] = b.llm_stats[:, 0].copy()
+            point["llm_reused"] = b.llm_stats[:, 1].copy()
+            point["tokens"] = float(b.client.usage.total["tokens"])
+        # division of labour over the attempts since the last checkpoint (this generation)
+        attempts = np.asarray(b.world.attempts)
+        since = b.counted if b.counted is not None and b.counted.sum() <= attempts.sum() else 0.0
+        counts = (attempts - since).reshape(-1, n, len(DOMAINS))
+        b.counted = attempts
+        dol = np.array([_dol(c) for c in counts])
+        niches = np.array([emergent_niches(c)["n_niches"] if c.sum() else 0 for c in counts])
+        point["dol"], point["niches"] = dol, niches
+        rec.record(t, "dol_index", dol, replicate=b.reps)
+        rec.record(t, "niches", niches.astype(float), replicate=b.reps)
+        rec.record(t, "artifacts", np.array([float(len(s)) for s in b.stores]), replicate=b.reps)
+        b.curves.append(point)
+
+    def _finish(self, b: _Batch) -> dict[str, np.ndarray]:
+        """Headline metrics per replicate of the batch from the checkpoint curves."""
+        n, curves = b.cfg.population, b.curves
+        kinds = [k for k in KINDS if (b.kinds == k).any()]
+        primary = [k for k in kinds if k != "llm"] or ["llm"]
+        out: dict[str, np.ndarray] = {}
+
+        def curve(kind: str, split: str) -> np.ndarray:  # (checkpoints, replicates)
+            return np.stack([c["scores"][(kind, split)] for c in curves])
+
+        def mean_curve(split: str) -> np.ndarray:  # primary kinds weighted by their agents
+            w = np.array([(b.kinds == k).reshape(-1, n).sum(1) for k in primary], float)
+            return sum(curve(k, split) * w[i] for i, k in enumerate(primary)) / w.sum(0)
+
+        train, held, ood = (mean_curve(s) for s in SPLITS)
+        out["heldout_gain"], out["ood_gain"], out["train_gain"] = (c[-1] - c[0] for c in (held, ood, train))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["transfer_ratio"] = np.asarray(transfer_ratio(train, held), float)
+            if primary[0] != "llm":
+                attempts = np.stack([c["attempts"] for c in curves]) / 1000.0
+                domain = np.stack([c["domain"] for c in curves])  # (T, R, D)
+                out["artifact_reuse_rate"] = curves[-1]["reused"] / np.maximum(curves[-1]["attempts"], 1)
+            else:
+                attempts = np.stack([c["llm_attempts"] for c in curves]) / 1000.0
+                domain = np.stack([c["llm_tasks"] for c in curves])
+                out["artifact_reuse_rate"] = curves[-1]["llm_reused"] / np.maximum(curves[-1]["llm_attempts"], 1)
+            out["plasticity"] = np.asarray(plasticity(held, attempts, unit="interactions")["value"], float)
+        out["forgetting"] = np.array(
+            [forgetting(domain[:, i])["mean"] if len(curves) > 1 else np.nan for i in range(b.reps.size)]
+        )
+        out["dol_index"], out["niches"] = curves[-1]["dol"], curves[-1]["niches"].astype(float)
+        if len(kinds) > 1 or "llm" in kinds:  # per kind, so LLM agents meet their baselines
+            for k in kinds:
+                for s, name in zip(SPLITS, ("train_gain", "heldout_gain", "ood_gain"), strict=True):
+                    c = curve(k, s)
+                    out[f"{name}.{k}"] = c[-1] - c[0]
+        if "llm" in kinds:
+            tokens = np.array([c["tokens"] for c in curves]) / 1e6
+            held_llm = curve("llm", "heldout")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out["plasticity_tokens.llm"] = np.asarray(
+                    plasticity(held_llm, tokens[:, None] * np.ones_like(held_llm), unit="tokens")["value"], float
+                )
+        self._record_niches(b)
+        return out
+
+    def _record_niches(self, b: _Batch) -> None:
+        """Each agent's main niche in replicate 0's first seats (for the network plot)."""
+        if b.reps[0] != 0:
+            return
+        n = min(b.cfg.population, NICHE_ROWS)
+        niche = np.asarray(dyn.niche_of(b.world))[:n]
+        if b.ctx.run_dir is not None:
+            e = b.topos[0].edges
+            np.save(b.ctx.run_dir / "graph-r0.npy", e[(e < n).all(1)])
+        b.ctx.recorder.record(
+            b.curves[-1]["time"], "niche", niche.astype(float), replicate=0,
+            agent=np.arange(n), cohort=b.kinds[:n].astype(str),
+        )  # fmt: skip
+
+    # -- plots -------------------------------------------------------------------------------
+    def plot(self, frame: pd.DataFrame, plots_dir: Path, config: SkillSocietyConfig) -> list[Path]:
+        from scenarios.skill_society.plots import plot_all
+
+        return plot_all(frame, plots_dir, config, plots_dir.parent)
+
+
+def _dol(counts: np.ndarray) -> float:
+    return dol_index(counts)["dol_indiv_to_task"] if counts.sum() else float("nan")
+
+
+def _pad(values: np.ndarray, replicates: int, done: int) -> np.ndarray:
+    """NaN for replicates a budget stop left unrun."""
+    out = np.full(replicates, np.nan)
+    out[:done] = values[:done]
+    return out

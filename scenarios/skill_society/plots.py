@@ -1,0 +1,129 @@
+"""Figures of a skill-society run: learning curves, division of labour, the network by niche,
+and artifact lineage (replicate 0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scenarios.skill_society.tasks import DOMAINS, SPLITS
+
+MAX_LINEAGE = 300  # artifacts drawn in the lineage plot (the newest)
+
+
+def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    if frame.empty:
+        return []
+    written = []
+    scores = frame[frame["metric"] == "score"]
+    if not scores.empty:
+        kinds = sorted(scores["kind"].dropna().unique())
+        fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.6), dpi=100, squeeze=False)
+        for ax, kind in zip(axes[0], kinds, strict=True):
+            sub = scores[scores["kind"] == kind]
+            for i, split in enumerate(SPLITS):
+                m = sub[sub["split"] == split].groupby("time")["value"].mean()
+                ax.plot(m.index, m.values, marker="o", color=f"C{i}", label=split)
+            ax.set_title(f"{kind} agents")
+            ax.set_xlabel("moment")
+            ax.set_ylabel("score (share of tasks solved)")
+            ax.set_ylim(0, 1)
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        written.append(_save(fig, plots_dir / "learning_curves.png"))
+    dol = frame[frame["metric"].isin(["dol_index", "niches"])]
+    if not dol.empty:
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        m = dol[dol["metric"] == "dol_index"].groupby("time")["value"].mean()
+        ax.plot(m.index, m.values, marker="o", label="DOL index (I/H(task))")
+        ax.set_xlabel("moment")
+        ax.set_ylabel("division of labour")
+        ax2 = ax.twinx()
+        k = dol[dol["metric"] == "niches"].groupby("time")["value"].mean()
+        ax2.step(k.index, k.values, where="post", color="C1", label="niches")
+        ax2.set_ylabel("niches")
+        fig.legend(fontsize=8, loc="upper left")
+        fig.tight_layout()
+        written.append(_save(fig, plots_dir / "division_of_labour.png"))
+    niche = frame[(frame["metric"] == "niche") & (frame["replicate"] == 0)]
+    edges_file = run_dir / "graph-r0.npy"
+    if not niche.empty and edges_file.exists():
+        written.append(_network(plt, niche, np.load(edges_file), plots_dir))
+    store = run_dir / "artifacts-r0.sqlite"
+    if store.exists():
+        path = _lineage(plt, store, plots_dir)
+        if path is not None:
+            written.append(path)
+    return written
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def _network(plt, niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Path:
+    import networkx as nx
+
+    g = nx.Graph()
+    agents = niche["agent"].astype(int).to_numpy()
+    g.add_nodes_from(agents.tolist())
+    g.add_edges_from(edges.tolist())
+    pos = nx.spring_layout(g, seed=0)
+    colour = {int(a): int(v) for a, v in zip(agents, niche["value"], strict=True)}
+    fig, ax = plt.subplots(figsize=(6, 6), dpi=100)
+    nx.draw_networkx_edges(g, pos, ax=ax, alpha=0.2, width=0.5)
+    for d, name in [(-1, "none yet"), *enumerate(DOMAINS)]:
+        nodes = [a for a in g.nodes if colour.get(a, -1) == d]
+        if nodes:
+            nx.draw_networkx_nodes(g, pos, nodelist=nodes, ax=ax, node_size=18,
+                                   node_color="lightgrey" if d < 0 else f"C{d}", label=name)  # fmt: skip
+    ax.legend(fontsize=8, title="main niche")
+    ax.set_title("agents by main niche (replicate 0)")
+    ax.axis("off")
+    return _save(fig, plots_dir / "network_niches.png")
+
+
+def _lineage(plt, store_path: Path, plots_dir: Path) -> Path | None:
+    from society.artifacts import ArtifactStore
+
+    with ArtifactStore(store_path) as store:
+        frame = store.to_dataframe()
+        graph = store.lineage_graph()
+    if frame.empty:
+        return None
+    frame = frame.sort_values("created_at").tail(MAX_LINEAGE)
+    keep = set(frame["id"])
+    row = {d: i for i, d in enumerate(DOMAINS)}
+    rng = np.random.default_rng(0)
+    pos = {
+        a: (t, row.get(n, len(DOMAINS)) + rng.uniform(-0.3, 0.3))
+        for a, t, n in zip(frame["id"], frame["created_at"], frame["niche"], strict=True)
+    }
+    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
+    for parent, child in graph.edges():
+        if parent in keep and child in keep:
+            (x0, y0), (x1, y1) = pos[parent], pos[child]
+            ax.plot([x0, x1], [y0, y1], color="grey", lw=0.5, alpha=0.5)
+    for kind, marker in (("note", "o"), ("playbook", "s")):
+        sub = frame[frame["kind"] == kind]
+        if len(sub):
+            xy = np.array([pos[a] for a in sub["id"]])
+            ax.scatter(xy[:, 0], xy[:, 1], s=14, marker=marker, c=sub["uses"], cmap="viridis", label=kind)
+    ax.set_yticks(range(len(DOMAINS)), DOMAINS)
+    ax.set_xlabel("created at (moment)")
+    ax.set_title("artifact lineage, replicate 0 (colour: uses; lines: parent -> child)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, plots_dir / "artifact_lineage.png")
