@@ -5,14 +5,12 @@
 
 One moment of the scenario's learned path, as ``scenarios/skill_society/model.py`` runs it
 for a society of learned agents (1 replicate, ``sharing=neighbours``, ``allocation=
-self-select``, no teams, a random 4-regular graph from ``society.topology.make_topology``
-compiled by the scenario's own ``block_neighbours``):
+self-select``, no teams, random 4-regular graphs of the same size from ``make_topology``
+(numpy: seed 1; the framework: the scenario's own graph stream)):
 
-- framework: ``_Batch.choices`` (``dyn.rule_choice``, ``dyn.observe`` gathered at the
-  learned rows, ``LearnedCohort.act`` of a cohort with features ``{"estimate": 4}``, 4
-  actions, rule ``reinforce``, scattered into the choice), then ``dyn.step``, then
-  ``_Batch.learn`` (``LearnedCohort.learn`` on the step's reward): the same calls in the
-  same order, the per-moment keys folded as in ``SkillSociety._run_batch``. Recording and
+- framework: the scenario's own ``_Batch``: ``choices`` (a ``LearnedCohort`` with features
+  ``{"estimate": 4}``, 4 actions, rule ``reinforce``), then ``dyn.step``, then ``learn`` on
+  the step's reward, the per-moment keys folded as in ``SkillSociety._run_batch``. Recording and
   checkpoints are left out (they are not the learned path).
 - numpy: the same skill model and the same learning, vectorised by hand: a per-agent linear
   softmax policy over the 4 domains on the agent's own success estimates (inverse-CDF
@@ -22,7 +20,9 @@ compiled by the scenario's own ``block_neighbours``):
   ties), success probability, practice / transfer / forgetting, the usefulness posterior
   scatter-added by author slot (``np.bincount``), distillation into the own slot,
   retirement, estimates, prices and the reuse tallies. Float32 throughout, updated in
-  place; it draws only the 4 uniforms per agent it needs.
+  place; it draws only the 4 uniforms per agent it needs. (Checked when written: fed
+  ``dyn.step``'s own draws and the same choices, it reproduced ``dyn.step``'s world to
+  float32 rounding over 60 moments, and its act and gradient match the cohort's.)
 
 Throughput is agents x moments / s. As in bench_scenarios.py the cost is MARGINAL: the time
 of a long block of moments minus a short one, over the extra moments (each the best of a
@@ -37,14 +37,15 @@ import argparse
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from scenarios.skill_society import dynamics as dyn
 from scenarios.skill_society.config import SkillSocietyConfig
-from scenarios.skill_society.model import block_neighbours
+from scenarios.skill_society.model import _Batch
 from scenarios.skill_society.tasks import DOMAINS, TRAIN_PARAMS
-from society.cohorts import LearnedCohort
+from sim_core.experiment import RunContext
+from sim_core.recorder import Recorder
+from sim_core.rng import RNG
 from society.topology import make_topology
 
 SEED = 1
@@ -81,47 +82,30 @@ def marginal_rates(n: int, short: int, long: int, repeats: int) -> tuple[float, 
 
 # -- the framework: model.py's moment for a society of learned agents ---------------------------
 class Framework:
+    """The scenario's own ``_Batch`` (choices, then ``dyn.step``, then learn), as
+    ``SkillSociety._run_batch`` runs a moment, without recording or checkpoints."""
+
     def __init__(self, n: int):
-        cfg = config(n)
-        self.p = dyn.make_params(cfg)
-        self.nb = block_neighbours([make_topology("random-regular", n, degree=DEGREE, seed=SEED)])
-        self.world = dyn.initial_world(self.p, 1, cfg.experts)
-        self.gids = np.arange(n)
-        self.ids = jnp.asarray(self.gids, jnp.int32)
-        self.active = np.ones(n, bool)
-        self.pos = np.arange(n)  # every seat is learned
-        self.cohort = LearnedCohort(
-            "learned", self.gids[self.pos], features={"estimate": len(DOMAINS)},
-            actions=len(DOMAINS), rule="reinforce", lr=cfg.learning_rate, key=jax.random.key(2),
-        )  # fmt: skip
-        self.moment_key, self.learn_key = jax.random.key(3), jax.random.key(4)
+        ctx = RunContext(seed=SEED, replicates=1, rng=RNG(SEED), recorder=Recorder(None), run_dir=None)
+        self.b = _Batch(config(n), ctx, np.arange(1), None)
+        self.moment_key, self.learn_key = ctx.rng.key("moments"), ctx.rng.key("learn")
         self.t = 0
 
     def moment(self) -> None:
-        t, pos = self.t, self.pos
+        b, t = self.b, self.t
         key = jax.random.fold_in(self.moment_key, t)
-        # _Batch.choices
-        k_rule, k_learned = jax.random.split(jax.random.fold_in(key, 1))
-        choice = dyn.rule_choice(k_rule, self.world, self.p, self.ids)
-        obs = {k: v[pos] for k, v in dyn.observe(self.world, self.p).items()}
-        acts = self.cohort.act(self.gids[pos], obs, k_learned)
-        choice = choice.at[pos].set(jnp.asarray(acts, jnp.int32))
-        # the step
-        self.world, out = dyn.step(
-            jax.random.fold_in(key, 2), self.world, choice, self.p, self.nb,
-            jnp.asarray(self.active), self.ids,
-        )  # fmt: skip
-        # _Batch.learn
-        self.cohort.learn(
-            self.gids[pos], obs, choice[pos], out.reward[pos], jax.random.fold_in(self.learn_key, t)
+        choice = b.choices(jax.random.fold_in(key, 1))
+        b.world, out = dyn.step(
+            jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, b.active_dev, b.ids
         )
+        b.learn(choice, out, jax.random.fold_in(self.learn_key, t))
         self.t += 1
 
     def block(self, steps: int) -> float:
         t0 = time.perf_counter()
         for _ in range(steps):
             self.moment()
-        jax.block_until_ready((self.world, self.cohort.state))
+        jax.block_until_ready((self.b.world, self.b.learned.state))
         return time.perf_counter() - t0
 
 

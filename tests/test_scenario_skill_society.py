@@ -12,7 +12,7 @@ import pytest
 import scenarios
 from scenarios.skill_society import dynamics as dyn
 from scenarios.skill_society.config import SkillSocietyConfig
-from scenarios.skill_society.prompts import DISTIL_SYSTEM, SYSTEM, solve_messages
+from scenarios.skill_society.prompts import CODE_SYSTEM, DISTIL_SYSTEM, SYSTEM, solve_messages
 from scenarios.skill_society.tasks import (
     DOMAINS,
     OOD_PARAMS,
@@ -249,3 +249,46 @@ def test_artifact_text_reaches_the_prompt_only_as_quoted_data():
     assert msgs[0] == {"role": "system", "content": SYSTEM}
     assert quote_for_prompt(art) in msgs[1]["content"]
     assert "\n<<<END ARTIFACT x>>>" not in msgs[1]["content"]
+
+
+_PROGRAMS = {
+    "shift": "def solve(x):\n    return ''.join(chr((ord(c) - 97 + {p}) % 26 + 97) for c in x)",
+    "add": "def solve(x):\n    return ' '.join(str(int(v) + {p}) for v in x.split())",
+    "repeat": "def solve(x):\n    return ''.join(c * {p} for c in x)",
+    # a hostile author: an endless loop, then an attempt to read the user's files
+    "step": "def solve(x):\n    open('/etc/passwd').read()\n    while True:\n        pass",
+}
+
+
+def _scripted_code(body: dict) -> str:
+    """Writes programs for the rule it infers (hostile ones for 'step'); answers with a
+    shared program's output when running it reproduced every example."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if system.startswith(CODE_SYSTEM[:30]):
+        domain = re.search(r"Task domain: (\w+)\.", user).group(1)
+        note = json.loads(_scripted({"messages": [{"content": DISTIL_SYSTEM}, {"content": user}]}))
+        rule = parse_rule(note["note"])
+        return json.dumps({"code": _PROGRAMS[domain].format(p=rule[0][1]) if rule else "x = 1"})
+    n = len(re.findall(r"^  (.+?) -> (.+)$", user, re.M))
+    ran = re.search(rf"{n} of {n} examples reproduced; its output for the new input is '(.*)'", user)
+    return json.dumps({"answer": ran.group(1) if ran else "unknown"})
+
+
+def test_code_artifacts_run_in_the_sandbox_and_hostile_ones_fail_contained(tmp_path):
+    srv = TestServer(reply=_scripted_code, latency=0.01).start_in_thread()
+    try:
+        res = scenarios.run(
+            NAME, seed=1, out=tmp_path / "run", llm="openai/test-model", api_base=srv.url + "/v1",
+            agents="llm", population=4, degree=2, steps=8, eval_every=4, sharing="broadcast",
+            llm_eval_tasks=4, difficulty=0.2, artifact_kind="code",
+        )  # fmt: skip
+    finally:
+        srv.stop()
+    m, f = res.summary["metrics"], res.metrics
+    assert res.summary["status"] == "completed"
+    assert m["heldout_gain"]["mean"] > 0  # working programs solve held-out instances
+    runs = f[f["metric"] == "code_runs"]["value"].max()
+    failures = f[f["metric"] == "code_failures"]["value"].max()
+    assert runs > failures > 0  # the hostile programs ran, failed, and the run went on
+    with ArtifactStore(tmp_path / "run" / "artifacts-r0.sqlite") as store:
+        assert (store.to_dataframe()["kind"] == "code").any()

@@ -107,6 +107,11 @@ class SkillSocietyConfig(BaseModel):
     reach_quality: float = Field(
         0.5, ge=0.0, le=1.0, description="reach: share of agents holding a playbook at least this good"
     )
+    artifact_kind: Literal["note", "code"] = Field(
+        "note",
+        description="what llm agents distil: a note stating the rule, or code (def solve(x) -> str) "
+        "that the verifier runs in the sandbox on a task's examples and input",
+    )
     retrieve: int = Field(3, ge=1, le=10, description="llm agents: artifacts retrieved per task")
     llm_eval_tasks: int = Field(
         2, ge=1, description="llm agents: evaluation tasks per split at each checkpoint"

@@ -198,6 +198,7 @@ def _gumbel(u: jax.Array) -> jax.Array:
     return -jnp.log(-jnp.log(u))
 
 
+@jax.jit
 def rule_choice(key: jax.Array, w: World, p: Params, ids: jax.Array) -> jax.Array:
     """Rule agents' domain: a softmax choice over own success estimates (weighed by price
     when bidding) at temperature RULE_TEMPERATURE (Gumbel-max), or with probability
@@ -247,7 +248,9 @@ def step(
     idx = jnp.arange(a)
     rep = idx // p.n
     r = a // p.n
-    u = uniforms(key, ids, 4 + nd)  # success, team, distil, rule, then allocation
+    # success, team, distil, rule, then what the allocation needs (column j depends only on
+    # (key, id, j), so drawing fewer columns changes nothing else)
+    u = uniforms(key, ids, 4 + {"random": 1, "router": nd}.get(p.allocation, 0))
     if p.allocation == "random":
         d = jnp.minimum(jnp.floor(u[:, 4] * nd), nd - 1)
     elif p.allocation == "router":  # comparative advantage within the replicate

@@ -34,8 +34,10 @@ from scenarios.skill_society import dynamics as dyn
 from scenarios.skill_society.config import SkillSocietyConfig
 from scenarios.skill_society.prompts import (
     NO_ANSWER,
+    NO_CODE,
     NO_NOTE,
     Answer,
+    Code,
     Note,
     distil_messages,
     solve_messages,
@@ -60,6 +62,7 @@ from society.llm import Request
 from society.llm.session import open_client, record_usage
 from society.metrics import dol_index, emergent_niches
 from society.metrics.improvement import forgetting, plasticity, transfer_ratio
+from society.sandbox import SandboxResult, run_function
 from society.topology import Topology, make_topology
 
 HEADLINE = (
@@ -137,6 +140,7 @@ class _Batch:
         self.gids = (reps[:, None] * n + np.arange(n)).ravel()
         self.active = self.kinds != "llm"
         self.ids = jnp.asarray(self.gids, jnp.int32)
+        self.active_dev = jnp.asarray(self.active)
         self.topos = [topology_of(cfg, ctx, int(r)) for r in reps]
         self.nb = block_neighbours(self.topos)
         self.seats = [Seats(t, cfg.inherit) for t in self.topos]
@@ -145,6 +149,7 @@ class _Batch:
         self.generation = 0
         self.learned = None
         learned = np.flatnonzero(self.kinds == "learned")
+        self.all_learned = learned.size == self.kinds.size
         if learned.size:
             self.learned_pos = learned
             features = {"estimate": len(DOMAINS)}
@@ -173,6 +178,7 @@ class _Batch:
             for s in SPLITS
         }
         self.llm_stats = np.zeros((reps.size, 2))  # attempts, attempts reusing another's artifact
+        self.code_stats = np.zeros((reps.size, 2))  # sandboxed runs of code artifacts, failed ones
         self.curves: list[dict] = []  # one entry per checkpoint
         self.counted: np.ndarray | None = None  # attempts at the last checkpoint
 
@@ -183,17 +189,25 @@ class _Batch:
     # -- numeric agents ---------------------------------------------------------------------
     def choices(self, key: jax.Array) -> jax.Array:
         k_rule, k_learned = jax.random.split(key)
-        choice = dyn.rule_choice(k_rule, self.world, self.p, self.ids)
-        if self.learned is not None:
-            obs = {k: v[self.learned_pos] for k, v in dyn.observe(self.world, self.p).items()}
+        if self.learned is None:
+            return dyn.rule_choice(k_rule, self.world, self.p, self.ids)
+        obs = dyn.observe(self.world, self.p)
+        obs = {k: obs[k] for k in self.learned.features}
+        if self.all_learned:  # no gathers and scatters of identity indices
             self.learned_obs = obs
-            acts = self.learned.act(self.gids[self.learned_pos], obs, k_learned)
-            choice = choice.at[self.learned_pos].set(jnp.asarray(acts, jnp.int32))
-        return choice
+            return jnp.asarray(self.learned.act(self.gids, obs, k_learned), jnp.int32)
+        pos = self.learned_pos
+        self.learned_obs = {k: v[pos] for k, v in obs.items()}
+        acts = self.learned.act(self.gids[pos], self.learned_obs, k_learned)
+        choice = dyn.rule_choice(k_rule, self.world, self.p, self.ids)
+        return choice.at[pos].set(jnp.asarray(acts, jnp.int32))
 
     def learn(self, choice: jax.Array, out: dyn.Outcome, key: jax.Array) -> None:
         if self.learned is None or self.cfg.allocation not in ("self-select", "bidding"):
             return  # only a choice that was the agent's own can be learned from
+        if self.all_learned:
+            self.learned.learn(self.gids, self.learned_obs, choice, out.reward, key)
+            return
         pos = self.learned_pos
         self.learned.learn(self.gids[pos], self.learned_obs, choice[pos], out.reward[pos], key)
 
@@ -277,17 +291,13 @@ class _Batch:
     async def llm_moment(self, time: float) -> None:
         cfg, n = self.cfg, self.cfg.population
         domains = self.llm_domains()
-        tasks, retrieved, requests = [], [], []
+        tasks, retrieved = [], []
         for j, pos in enumerate(self.llm_pos.tolist()):
             i, seat = divmod(pos, n)
             task = train_task(DOMAINS[domains[j]], cfg.difficulty, self.llm_rng[i])
-            arts = self.retrieve(i, seat, task.prompt(), task.domain)
             tasks.append(task)
-            retrieved.append(arts)
-            requests.append(
-                Request(solve_messages(task, arts), schema=Answer, fallback=NO_ANSWER,
-                        agent=int(self.gids[pos]), cohort="llm")
-            )  # fmt: skip
+            retrieved.append(self.retrieve(i, seat, task.prompt(), task.domain))
+        requests = await self.solve_requests(tasks, retrieved, self.llm_pos.tolist())
         replies = await self.client.complete_many(requests)
         answers = [(c.parsed or NO_ANSWER).answer for c in replies]
         won = np.array([verify(t, a) for t, a in zip(tasks, answers, strict=True)])
@@ -300,9 +310,11 @@ class _Batch:
             self.llm_stats[i] += (1, any(a.author != self.store_id(seat) for a in retrieved[j]))
             p = cfg.distil_on_success if won[j] else cfg.distil_on_failure
             if self.llm_rng[i].random() < p:
+                code = cfg.artifact_kind == "code"
                 distil.append(
-                    Request(distil_messages(tasks[j], answers[j], bool(won[j])), schema=Note,
-                            fallback=NO_NOTE, agent=int(self.gids[pos]), cohort="llm")
+                    Request(distil_messages(tasks[j], answers[j], bool(won[j]), cfg.artifact_kind),
+                            schema=Code if code else Note, fallback=NO_CODE if code else NO_NOTE,
+                            agent=int(self.gids[pos]), cohort="llm")
                 )  # fmt: skip
                 notes_for.append(j)
         # the LLM agents' attempts count in the shared world (estimates, niches, DOL)
@@ -317,19 +329,29 @@ class _Batch:
         if distil:
             notes = await self.client.complete_many(distil)
             for j, c in zip(notes_for, notes, strict=True):
-                text = (c.parsed or NO_NOTE).note.strip()
+                parsed = c.parsed
+                text = (parsed.code if isinstance(parsed, Code) else parsed.note if parsed else "").strip()
                 if text:
-                    self.publish_note(j, tasks[j], text, retrieved[j], time)
+                    await self.publish_note(j, tasks[j], text, retrieved[j], time)
 
-    def publish_note(self, j: int, task, text: str, parents: list, time: float) -> None:
+    async def publish_note(self, j: int, task, text: str, parents: list, time: float) -> None:
         pos = int(self.llm_pos[j])
         i, seat = divmod(pos, self.cfg.population)
+        kind = self.cfg.artifact_kind
+        if kind == "code":  # a header that retrieval by domain can match
+            text = f"# {task.domain}: solve(x) for this domain\n{text}"
         self.stores[i].publish(
-            "note", text, int(self.store_id(seat)), created_at=time, niche=task.domain,
+            kind, text, int(self.store_id(seat)), created_at=time, niche=task.domain,
             parents=[a.id for a in parents], policy=policy_of(self.cfg),
         )  # fmt: skip
         d = DOMAINS.index(task.domain)
-        stated = [p for dom, p in parse_rule(text) if dom == task.domain and p in TRAIN_PARAMS[dom]]
+        if kind == "code":  # true quality: does it compute this task's rule?
+            res = await self.run_code(i, text, task)
+            want = [y for _, y in task.examples] + [task.answer]
+            works = res.ok and all(str(o) == y for o, y in zip(res.outputs, want, strict=True))
+            stated = [task.p] if works else []
+        else:
+            stated = [p for dom, p in parse_rule(text) if dom == task.domain and p in TRAIN_PARAMS[dom]]
         quality = NOTE_QUALITY[0] if stated else NOTE_QUALITY[1]
         w = self.world
         if quality > float(w.art_q[pos, d]):
@@ -342,21 +364,54 @@ class _Batch:
                 art_version=w.art_version.at[pos, d].add(1),
             )
 
+    async def run_code(self, i: int, source: str, task) -> SandboxResult:
+        """Run a code artifact on a task's example inputs and its query in the sandbox (a
+        subprocess with CPU, memory, wall-clock, file and network limits); counted."""
+        inputs = [x for x, _ in task.examples] + [task.query]
+        res = await asyncio.to_thread(run_function, source, "solve", inputs)
+        self.code_stats[i] += (1, not res.ok)
+        return res
+
+    async def solve_requests(self, tasks: list, retrieved: list, positions: list[int]) -> list[Request]:
+        """The solve request of each (task, retrieved artifacts, agent); code artifacts are
+        run first, in the sandbox, and what they gave is shown beside them."""
+        n = self.cfg.population
+        jobs = [
+            (k, a) for k, arts in enumerate(retrieved) for a in arts if a.kind == "code"
+        ]  # fmt: skip
+        results = await asyncio.gather(
+            *(self.run_code(positions[k] // n, a.content, tasks[k]) for k, a in jobs)
+        )
+        runs: list[dict[str, str]] = [{} for _ in tasks]
+        for (k, a), res in zip(jobs, results, strict=True):
+            t = tasks[k]
+            if res.outputs[-1] is None:
+                runs[k][a.id] = f"the program failed ({res.errors[-1]})"
+                continue
+            right = sum(str(o) == y for o, (_, y) in zip(res.outputs, t.examples, strict=False))
+            runs[k][a.id] = (
+                f"{right} of {len(t.examples)} examples reproduced; its output for the new "
+                f"input is {str(res.outputs[-1])[:200]!r}"
+            )
+        return [
+            Request(solve_messages(t, arts, runs[k]), schema=Answer, fallback=NO_ANSWER,
+                    agent=int(self.gids[positions[k]]), cohort="llm")
+            for k, (t, arts) in enumerate(zip(tasks, retrieved, strict=True))
+        ]  # fmt: skip
+
     async def llm_scores(self) -> np.ndarray:
         """(LLM agents, splits, tasks) correctness on the fixed evaluation sets, no learning."""
         n = self.cfg.population
-        requests, shape = [], (self.llm_pos.size, len(SPLITS), self.cfg.llm_eval_tasks)
-        tasks = []
+        shape = (self.llm_pos.size, len(SPLITS), self.cfg.llm_eval_tasks)
+        tasks, retrieved, who = [], [], []
         for pos in self.llm_pos.tolist():
             i, seat = divmod(pos, n)
             for s in SPLITS:
                 for task in self.eval_sets[(i, s)]:
-                    arts = self.retrieve(i, seat, task.prompt(), task.domain)
                     tasks.append(task)
-                    requests.append(
-                        Request(solve_messages(task, arts), schema=Answer, fallback=NO_ANSWER,
-                                agent=int(self.gids[pos]), cohort="llm")
-                    )  # fmt: skip
+                    retrieved.append(self.retrieve(i, seat, task.prompt(), task.domain))
+                    who.append(pos)
+        requests = await self.solve_requests(tasks, retrieved, who)
         replies = await self.client.complete_many(requests)
         ok = [verify(t, (c.parsed or NO_ANSWER).answer) for t, c in zip(tasks, replies, strict=True)]
         return np.asarray(ok, np.float64).reshape(shape)
@@ -429,7 +484,7 @@ class SkillSociety(Scenario):
                 t = int(sim.now)
                 key = jax.random.fold_in(moment_key, t)
                 choice = b.choices(jax.random.fold_in(key, 1))
-                b.world, out = dyn.step(jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, jnp.asarray(b.active), b.ids)
+                b.world, out = dyn.step(jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, b.active_dev, b.ids)
                 b.learn(choice, out, jax.random.fold_in(learn_key, t))
                 if b.llm_pos.size:
                     await b.llm_moment(float(t))
@@ -509,6 +564,9 @@ class SkillSociety(Scenario):
         rec.record(t, "dol_index", dol, replicate=b.reps)
         rec.record(t, "niches", niches.astype(float), replicate=b.reps)
         rec.record(t, "artifacts", np.array([float(len(s)) for s in b.stores]), replicate=b.reps)
+        if b.cfg.artifact_kind == "code" and b.llm_pos.size:
+            rec.record(t, "code_runs", b.code_stats[:, 0].copy(), replicate=b.reps)
+            rec.record(t, "code_failures", b.code_stats[:, 1].copy(), replicate=b.reps)
         b.curves.append(point)
 
     def _finish(self, b: _Batch) -> dict[str, np.ndarray]:

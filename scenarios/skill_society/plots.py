@@ -116,7 +116,7 @@ def _lineage(plt, store_path: Path, plots_dir: Path) -> Path | None:
         if parent in keep and child in keep:
             (x0, y0), (x1, y1) = pos[parent], pos[child]
             ax.plot([x0, x1], [y0, y1], color="grey", lw=0.5, alpha=0.5)
-    for kind, marker in (("note", "o"), ("playbook", "s")):
+    for kind, marker in (("note", "o"), ("code", "^"), ("playbook", "s")):
         sub = frame[frame["kind"] == kind]
         if len(sub):
             xy = np.array([pos[a] for a in sub["id"]])
