@@ -120,17 +120,24 @@ def run(
     api_base: str | None = None,
     write: bool = True,
     batch_replicates: int | None = None,
+    max_fallback_rate: float | None = None,
+    replay: str | Path | None = None,
     **params: Any,
 ) -> RunResult:
     """Run a scenario by name (or a user's Scenario) and return its :class:`RunResult`.
 
     ``llm`` is any litellm model string for the scenario's LLM agents and ``api_base``
     points it at an OpenAI-compatible server; scenarios without LLM agents ignore both.
+    ``max_fallback_rate`` (default 0.1): a larger share of an LLM cohort's decisions that fell
+    back makes the run ``degraded``. ``replay`` is the ``llm-cache.sqlite`` of a finished run:
+    LLM replies come only from it (no server, no network, no key), as ``society replay`` does.
     """
     from sim_core.experiment import run_scenario
 
     scen = get(scenario) if isinstance(scenario, str) else scenario
-    options = {k: v for k, v in {"llm": llm, "api_base": api_base}.items() if v is not None}
+    options = {k: v for k, v in {"llm": llm, "api_base": api_base, "replay": replay}.items() if v is not None}
+    if max_fallback_rate is not None:
+        params = {"max_fallback_rate": max_fallback_rate, **params}  # run_scenario's keyword
     return run_scenario(
         scen,
         seed=seed,

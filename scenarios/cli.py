@@ -106,6 +106,43 @@ def run_cmd(
         raise typer.Exit(EXIT_DEGRADED)
 
 
+@app.command("replay")
+def replay_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="a finished run's directory")],
+    out: Annotated[Path | None, typer.Option(help="directory of the replay (default runs/<scenario>-<time>)")] = None,
+) -> None:
+    """Run a finished run again from its directory: same scenario, config and seed, every LLM
+    reply from its llm-cache.sqlite (no server, no network, no API key); the metrics are the
+    same. Example: society replay runs/skill-society-20261203-081500-s1"""
+    summary = _read_summary(run_dir)
+    cache = run_dir / "llm-cache.sqlite"
+    result = scenarios.run(
+        summary["scenario"], seed=summary["seed"], replicates=summary["replicates"], out=out,
+        config=summary["config"], llm=summary.get("options", {}).get("llm"),
+        replay=cache if cache.exists() else None,
+    )  # fmt: skip
+    _print_summary(summary["scenario"], result)
+    if _report_failures(result.summary):
+        raise typer.Exit(EXIT_DEGRADED)
+
+
+def _read_summary(run_dir: Path) -> dict[str, Any]:
+    """A run directory's summary.json, or a one-line ConfigError saying what is wrong."""
+    import json
+
+    path = run_dir / "summary.json"
+    try:
+        summary = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"'{run_dir}' is not a run directory: it has no summary.json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"'{path}' is not a readable summary ({type(exc).__name__})") from None
+    missing = [k for k in ("scenario", "seed", "replicates", "config") if k not in summary]
+    if not isinstance(summary, dict) or missing:
+        raise ConfigError(f"'{path}' lacks {', '.join(missing) or 'a JSON object'}; is it a run's summary?")
+    return summary
+
+
 llm_app = typer.Typer(help="The embedded local model.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 
@@ -165,7 +202,15 @@ def _report_failures(s: dict[str, Any]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every user error becomes one line on stderr and exit status 2."""
     try:
-        rc = app(args=argv, standalone_mode=False, prog_name="society")
+        try:
+            rc = app(args=argv, standalone_mode=False, prog_name="society")
+        except RuntimeError as exc:  # an event handler's user-facing error: report its cause
+            from sim_core.scheduler import EventError  # imported by then: no start-up cost
+
+            cause = exc.__cause__
+            if isinstance(exc, EventError) and isinstance(cause, ConfigError | RunError):
+                raise cause from None
+            raise
     except ConfigError as exc:
         _fail(str(exc))
     except RunError as exc:  # e.g. the local model server died: its cause, not a traceback

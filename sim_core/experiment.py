@@ -254,6 +254,8 @@ def run_scenario(
         "seed": seed,
         "replicates": replicates,
         "versions": versions(),
+        # what a replay needs besides the config: the LLM model (never a key or a URL)
+        "options": {k: v for k, v in (options or {}).items() if k == "llm"},
         "status": "running",
         "metrics": {},
     }

@@ -25,12 +25,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from sim_core.errors import RunError
 from society.llm.cache import CacheEntry, ResponseCache, request_key
 from society.llm.config import Endpoint, LLMConfig
 from society.llm.transports import FastTransport, LiteLLMTransport, RawReply, TransportError
 
 
-class ReplayMissError(LookupError):
+class ReplayMissError(RunError, LookupError):
     """A replay needed a reply that the cache does not hold."""
 
 

@@ -182,6 +182,23 @@ def _stop_process(proc: subprocess.Popen[bytes], log: IO[bytes] | None, grace_s:
         log.close()
 
 
+def local_config(api_base: str, **overrides: Any) -> LLMConfig:
+    """The LLMConfig of the embedded model served at ``api_base`` (see LocalModel.config);
+    also what a replay of a local-model run uses, with no server at all."""
+    settings: dict[str, Any] = {
+        "model": f"openai/{SERVED_NAME}",
+        "api_base": api_base,
+        "structured_output": "json_object",
+        "per_model_concurrency": 1,
+        "temperature": 0.0,
+        "seed": 0,
+        "max_tokens": 64,
+        "timeout_s": 60.0,
+        "max_retries": 1,
+    }
+    return LLMConfig(**{**settings, **overrides})
+
+
 class LocalModel:
     """The embedded model's server, as a subprocess on 127.0.0.1.
 
@@ -262,18 +279,7 @@ class LocalModel:
         itself), greedy decoding with a fixed seed, and short replies. Any field of
         LLMConfig can be overridden.
         """
-        settings: dict[str, Any] = {
-            "model": f"openai/{SERVED_NAME}",
-            "api_base": self.api_base,
-            "structured_output": "json_object",
-            "per_model_concurrency": 1,
-            "temperature": 0.0,
-            "seed": 0,
-            "max_tokens": 64,
-            "timeout_s": 60.0,
-            "max_retries": 1,
-        }
-        return LLMConfig(**{**settings, **overrides})
+        return local_config(self.api_base, **overrides)
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> LocalModel:

@@ -51,7 +51,16 @@ async def open_client(
     async with AsyncExitStack() as stack:
         model = options.get("llm") or local.LOCAL_MODEL
         liveness = None
-        if local.is_local_model(model):
+        replay = options.get("replay")
+        if replay is not None:  # answers only from a recorded run's cache: no server, no key
+            if not Path(replay).is_file():
+                raise ConfigError(f"replay: no LLM cache at {replay} (the run made no LLM calls?)")
+            fixed = {**overrides, "cache_path": Path(replay), "replay": True}
+            if local.is_local_model(model):
+                cfg = local.local_config("http://127.0.0.1:0/v1", **fixed)
+            else:
+                cfg = config_from_options({**options, "api_base": None}, **fixed)
+        elif local.is_local_model(model):
             try:
                 local.require_available()
             except local.LocalModelUnavailable as exc:
