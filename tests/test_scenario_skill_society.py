@@ -151,13 +151,13 @@ def test_same_seed_same_results_whatever_the_batching():
 
 def test_allocations_and_teams_run_and_bidding_moves_prices():
     base = dict(seed=1, population=60, steps=8, eval_every=4, write=False)
-    for allocation in ("random", "self-select", "bidding", "router"):
+    for allocation in ("random", "self-select", "router"):
         res = scenarios.run(NAME, allocation=allocation, **base)
         assert np.isfinite(_headline(res, "heldout_gain")).all(), allocation
-    bid = scenarios.run(NAME, allocation="bidding", agents="rules", **base)
+    bid = scenarios.run(NAME, allocation="bidding", agents="mixed", split="rules:1,learned:1", **base)
     price = bid.metrics[bid.metrics["metric"] == "price"]
     assert not np.allclose(price["value"], 1.0)
-    for team in ("chain", "star", "tree", "random-dag"):
+    for team in ("tree", "random-dag"):  # every structure's weights: the unit test below
         res = scenarios.run(NAME, team=team, team_size=3, **base)
         assert res.summary["status"] == "completed", team
 
@@ -172,6 +172,13 @@ def test_team_structure_sets_the_weight_of_each_member():
     assert np.asarray(dyn._team_success(u, prob, p)).all()
     prob = np.tile([1.0, 1.0, 0.0], 2).astype(np.float32)
     assert not np.asarray(dyn._team_success(u, prob, p)).any()
+    # star and tree answer from member 0; with decay 1 every member counts in full
+    for team in ("star", "tree"):
+        q = dyn.make_params(SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=0.0))
+        assert np.asarray(dyn._team_success(u, np.tile([1.0, 0.0, 0.0], 2).astype(np.float32), q)).all()
+        assert not np.asarray(dyn._team_success(u, np.tile([0.0, 1.0, 1.0], 2).astype(np.float32), q)).any()
+        q = dyn.make_params(SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=1.0))
+        assert np.asarray(dyn._team_success(u, np.tile([0.0, 0.0, 1.0], 2).astype(np.float32), q)).all()
 
 
 # -- the LLM loop -------------------------------------------------------------------------------
