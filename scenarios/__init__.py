@@ -11,7 +11,10 @@ that listing and describing scenarios does not import jax.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
+import sys
 import types
 import typing
 from pathlib import Path
@@ -58,24 +61,73 @@ def _load(ref: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+ENTRY_POINT_GROUP = "society.scenarios"
+"""Installed packages register studies here: ``[project.entry-points."society.scenarios"]``
+``my-study = "my_pkg.study:MyStudy"``; they then run by name like built-in ones."""
+
+
 def _entry(name: str) -> tuple[str, str]:
     if name not in REGISTRY:
-        raise ConfigError(f"unknown scenario '{name}'; available: {', '.join(sorted(REGISTRY))}")
+        raise ConfigError(
+            f"unknown scenario '{name}'; available: {', '.join(names())}, an installed entry "
+            "point, or a study of your own as path/to/study.py:MyStudy (or package.module:MyStudy)"
+        )
     return REGISTRY[name]
 
 
+@functools.cache
+def _entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+@functools.cache
+def _user_study(ref: str) -> type[Scenario] | None:
+    """The Scenario class named by ``path/to/study.py:Class``, ``package.module:Class`` or an
+    installed entry point; None for a built-in name. Import problems are one-line errors."""
+    ref = _entry_points().get(ref, ref) if ref not in REGISTRY else ref
+    if ref in REGISTRY or ":" not in ref:
+        return None
+    from sim_core.experiment import Scenario
+
+    target, _, attr = ref.rpartition(":")
+    try:
+        if target.endswith(".py"):
+            path = Path(target)
+            if not path.is_file():
+                raise ConfigError(f"study file '{target}' does not exist")
+            spec = importlib.util.spec_from_file_location(f"society_study_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # dataclasses and pickling look modules up
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(target)
+    except ConfigError:
+        raise
+    except Exception as exc:  # the user's module: whatever it raised, in one line
+        raise ConfigError(f"study '{ref}' failed to import: {type(exc).__name__}: {exc}") from None
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Scenario) and hasattr(cls, "Config")):
+        raise ConfigError(f"'{ref}' is not a sim_core.experiment.Scenario subclass with a Config")
+    return cls
+
+
 def names() -> list[str]:
-    return sorted(REGISTRY)
+    """Built-in scenarios and installed entry points."""
+    return sorted({*REGISTRY, *_entry_points()})
 
 
 def config_class(name: str) -> type[BaseModel]:
     """The pydantic model of a scenario's parameters."""
-    return _load(_entry(name)[0])
+    user = _user_study(name)
+    return user.Config if user is not None else _load(_entry(name)[0])
 
 
 def get(name: str) -> type[Scenario]:
-    """The scenario class registered under ``name``."""
-    return _load(_entry(name)[1])
+    """The scenario class registered under ``name`` (or a user's study, see ``_user_study``)."""
+    user = _user_study(name)
+    return user if user is not None else _load(_entry(name)[1])
 
 
 def summary_line(name: str) -> str:
