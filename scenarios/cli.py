@@ -9,6 +9,7 @@ models) happen only in ``run``.
 
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -31,7 +32,13 @@ app = typer.Typer(
 )
 
 
+# --seed: jax keys take 32 bits (a seed >= 2**32 repeats a smaller one's streams)
+MAX_SEED = 2**32 - 1  # as sim_core.experiment (not imported here: start-up time)
+MAX_REPLICATES = 2**31 - 1
+
+
 def _fail(message: str) -> None:
+    message = " ".join(message.splitlines())  # one line, whatever a value quoted in it holds
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -47,7 +54,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
         try:
             value = tomllib.loads(f"v = {raw.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, RecursionError):  # not a literal, or nested too deep
             value = raw.strip()
         out[key] = value
     return out
@@ -81,8 +88,8 @@ def run_cmd(
     scenario: Annotated[str, typer.Argument(help="scenario name (see `society list`)")],
     set_: Annotated[list[str] | None, typer.Option("--set", help="parameter KEY=VALUE (repeatable)")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of parameters")] = None,
-    seed: Annotated[int, typer.Option(help="root random seed")] = 0,
-    replicates: Annotated[int, typer.Option(help="independent replicates")] = 1,
+    seed: Annotated[int, typer.Option(help="root random seed", min=0, max=MAX_SEED)] = 0,
+    replicates: Annotated[int, typer.Option(help="independent replicates", min=1, max=MAX_REPLICATES)] = 1,
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/<scenario>-<time>)")] = None,
     llm: Annotated[str | None, typer.Option(help="litellm model string for LLM agents (default: 'local', the embedded model)")] = None,
     api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")] = None,
@@ -97,6 +104,7 @@ def run_cmd(
         values.update(load_config_file(config))
     values.update(parse_set(set_ or []))
     scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
+    _check_out(out)
     result = scenarios.run(
         scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base,
         max_fallback_rate=max_fallback_rate,
@@ -114,10 +122,13 @@ def replay_cmd(
     """Run a finished run again from its directory: same scenario, config and seed, every LLM
     reply from its llm-cache.sqlite (no server, no network, no API key); the metrics are the
     same. Example: society replay runs/skill-society-20261203-081500-s1"""
-    summary = _read_summary(run_dir)
+    from sim_core.report import load_run
+
+    summary = load_run(run_dir)
+    _check_out(out)
     cache = run_dir / "llm-cache.sqlite"
     result = scenarios.run(
-        summary["scenario"], seed=summary["seed"], replicates=summary["replicates"], out=out,
+        summary["scenario"], seed=summary["seed"], replicates=summary.get("replicates", 1), out=out,
         config=summary["config"], llm=summary.get("options", {}).get("llm"),
         replay=cache if cache.exists() else None,
     )  # fmt: skip
@@ -126,21 +137,38 @@ def replay_cmd(
         raise typer.Exit(EXIT_DEGRADED)
 
 
-def _read_summary(run_dir: Path) -> dict[str, Any]:
-    """A run directory's summary.json, or a one-line ConfigError saying what is wrong."""
-    import json
-
-    path = run_dir / "summary.json"
+def _check_out(out: Path | None) -> None:
+    """A one-line error now, not a traceback once the run has started, when ``--out`` cannot
+    be a new directory: its nearest existing ancestor must be a writable directory. (An
+    existing non-empty ``--out`` is refused by the run itself, before it writes anything.)"""
+    if out is None:
+        return
     try:
-        summary = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"'{run_dir}' is not a run directory: it has no summary.json") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"'{path}' is not a readable summary ({type(exc).__name__})") from None
-    missing = [k for k in ("scenario", "seed", "replicates", "config") if k not in summary]
-    if not isinstance(summary, dict) or missing:
-        raise ConfigError(f"'{path}' lacks {', '.join(missing) or 'a JSON object'}; is it a run's summary?")
-    return summary
+        if "\x00" in str(out):
+            raise ValueError("a NUL byte in the path")
+        near = out
+        while not near.exists() and near.parent != near:
+            near = near.parent
+        if not near.is_dir():
+            raise ValueError(f"'{near}' is not a directory")
+        if not os.access(near, os.W_OK | os.X_OK):
+            raise ValueError(f"'{near}' is not writable")
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"invalid value for '--out': {reason} (got '{out}')") from None
+
+
+@app.command("report")
+def report_cmd(
+    run_dirs: Annotated[list[Path], typer.Argument(help="one run directory, or several to compare")],
+    out: Annotated[Path | None, typer.Option(help="HTML file (default: report.html in the first run directory)")] = None,
+) -> None:
+    """Write one self-contained HTML report (headline table with intervals, every plot, the
+    config, versions, LLM usage and failures) that opens offline; several runs side by side.
+    Example: society report runs/skill-society-A runs/skill-society-B --out compare.html"""
+    from sim_core.report import write_report
+
+    print(f"report: {write_report(run_dirs, out)}")
 
 
 llm_app = typer.Typer(help="The embedded local model.", no_args_is_help=True)
@@ -214,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         _fail(str(exc))
     except RunError as exc:  # e.g. the local model server died: its cause, not a traceback
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
         raise SystemExit(1) from None
     except typer.Abort:
         _fail("aborted")

@@ -25,6 +25,17 @@ if [ -z "$PIN" ]; then
     exit 1
 fi
 VERSION=${PIN#*==}
+# The sha256 of the sdist the wheel is built from: the lock's entry for the same pin (written by
+# `make lock`). pip checks the download against it (--require-hashes) before building.
+LOCK="$ROOT/requirements.lock"
+HASHES=$(awk -v pin="$PIN" '
+    index($0, pin " ") == 1 { grab = 1; next }
+    grab && /^ +--hash=/ { gsub(/[ \\]/, ""); printf "%s ", $0; next }
+    { grab = 0 }' "$LOCK" 2>/dev/null || true)
+if [ -z "$HASHES" ]; then
+    echo "build_llama.sh: no hashes for $PIN in requirements.lock (run: make lock)" >&2
+    exit 1
+fi
 
 # Runtime proof that this machine (CPU *and* OS/VM) executes the AVX2-tier instructions.
 # Compiled at -O0 from volatile inputs so every instruction is really emitted and run; an
@@ -99,8 +110,9 @@ echo "llama.cpp build: $PIN, tier $TIER, CMAKE_ARGS=$CMAKE_ARGS"
 if ! ls "$DIR"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
     echo "building the wheel into $DIR (about 7 minutes on 2 cores)"
     rm -rf "$DIR.tmp" && mkdir -p "$DIR.tmp"
-    CMAKE_ARGS="$CMAKE_ARGS" "$PY" -m pip wheel --quiet --no-deps --no-cache-dir \
-        --no-binary llama-cpp-python --wheel-dir "$DIR.tmp" "$PIN"
+    printf '%s %s\n' "$PIN" "$HASHES" >"$DIR.tmp/requirement.txt"
+    CMAKE_ARGS="$CMAKE_ARGS" "$PY" -m pip wheel --quiet --no-deps --no-cache-dir --require-hashes \
+        --no-binary llama-cpp-python --wheel-dir "$DIR.tmp" -r "$DIR.tmp/requirement.txt"
     printf '%s\n' "$CMAKE_ARGS" >"$DIR.tmp/cmake_args.txt"
     rm -rf "$DIR" && mv "$DIR.tmp" "$DIR"   # only a finished build becomes the cache entry
 fi

@@ -165,7 +165,22 @@ def validate_config(config_cls: type[pydantic.BaseModel], values: Mapping[str, A
         return config_cls.model_validate(dict(values))
     except pydantic.ValidationError as exc:
         errors = exc.errors()
-        raise ConfigError(_describe_error(errors[0], config_cls)) from None
+        raise ConfigError(one_line(_describe_error(errors[0], config_cls))) from None
+    except OSError as exc:  # a validator that looked for a file the OS refuses to name (too long)
+        keys = [k for k, v in dict(values).items() if isinstance(v, str) and v == exc.filename]
+        where = f"invalid value for '{keys[0]}'" if keys else "invalid config"
+        got = repr(exc.filename) if len(str(exc.filename)) <= 80 else repr(str(exc.filename)[:80] + "...")
+        raise ConfigError(one_line(f"{where}: {exc.strerror or exc} (got {got})")) from None
+
+
+# What str.splitlines() breaks a line at: each is shown escaped in a one-line message.
+_LINE_BREAKS = {c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(message: str, limit: int = 2000) -> str:
+    """``message`` on one line (line breaks escaped) and at most ``limit`` characters."""
+    text = message.translate(str.maketrans(_LINE_BREAKS))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -178,12 +193,25 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file '{path}' does not exist") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file '{path}' is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file '{path}' is not valid TOML: not UTF-8 ({exc.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"config file '{path}' is not valid TOML: nested too deeply") from None
+    except (OSError, ValueError) as exc:  # a directory, no permission, a NUL in the name
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"config file '{path}' cannot be read: {reason}") from None
     return data
+
+
+MAX_SEED = 2**32 - 1  # jax keys take 32 bits: larger seeds would repeat smaller ones
+MAX_REPLICATES = 2**31 - 1  # numpy and jax index replicates with int32/int64 arrays
 
 
 def _new_run_dir(out: str | Path | None, name: str, seed: int) -> Path:
     if out is not None:
         path = Path(out)
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"output directory '{path}' is a file; choose a new --out")
         if path.exists() and any(path.iterdir()):
             raise ConfigError(f"output directory '{path}' exists and is not empty; choose a new --out")
     else:
@@ -193,7 +221,10 @@ def _new_run_dir(out: str | Path | None, name: str, seed: int) -> Path:
         while path.exists():
             path = Path("runs") / f"{name}-{stamp}-s{seed}-{i}"
             i += 1
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"output directory '{path}' cannot be made ({exc.strerror})") from None
     return path
 
 
@@ -223,10 +254,12 @@ def run_scenario(
     """
     if isinstance(scenario, type):
         scenario = scenario()
-    if not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"invalid value for 'seed': must be a non-negative integer (got {seed!r})")
-    if not isinstance(replicates, int) or replicates < 1:
-        raise ConfigError(f"invalid value for 'replicates': must be an integer >= 1 (got {replicates!r})")
+    if not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"invalid value for 'seed': must be an integer in [0, {MAX_SEED}] (got {seed!r})")
+    if not isinstance(replicates, int) or not 1 <= replicates <= MAX_REPLICATES:
+        raise ConfigError(
+            f"invalid value for 'replicates': must be an integer in [1, {MAX_REPLICATES}] (got {replicates!r})"
+        )
     if batch_replicates is not None and (not isinstance(batch_replicates, int) or batch_replicates < 1):
         raise ConfigError(f"invalid value for 'batch_replicates': must be an integer >= 1 (got {batch_replicates!r})")
     if isinstance(max_fallback_rate, bool) or not isinstance(max_fallback_rate, int | float) or not 0 <= max_fallback_rate <= 1:

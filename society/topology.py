@@ -68,6 +68,14 @@ def _check_int(name: str, value: Any, lo: int, hi: int | None = None, why: str =
     return value
 
 
+def _is_file(path: Path) -> bool:
+    """``path.is_file()``, False also for a name the OS refuses (too long, a NUL byte)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _check_prob(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise TypeError(f"{name} must be a number in [0, 1], got {type(value).__name__} {value!r}")
@@ -360,29 +368,38 @@ class Topology:
         range is a ValueError naming ``file:line``.
         """
         path = Path(path)
-        if not path.is_file():
+        if not _is_file(path):
             raise FileNotFoundError(f"edge-list file {str(path)!r} does not exist")
         if n is not None:
             n = _check_int("n", n, 0, _MAX_N)
+        limit = n if n is not None else _MAX_N  # ids >= 2**31 - 1 would overflow the edge keys
         pairs: list[int] = []
-        with path.open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                tokens = line.split("#", 1)[0].split()
-                if not tokens:
-                    continue
-                try:
-                    if len(tokens) != 2 or not all(t.isascii() and t.isdigit() for t in tokens):
-                        raise ValueError
-                    u, v = int(tokens[0]), int(tokens[1])
-                    if u == v or (n is not None and max(u, v) >= n):
-                        raise ValueError
-                except ValueError:
-                    raise ValueError(
-                        f"{path}:{lineno}: expected two distinct non-negative integer ids 'u v'"
-                        + (f" below n={n}" if n is not None else "")
-                        + f", got {line.strip()!r}"
-                    ) from None
-                pairs += (u, v)
+        try:
+            # utf-8-sig: a byte-order mark (Windows editors) is not part of the first id
+            with path.open(encoding="utf-8-sig") as f:
+                for lineno, line in enumerate(f, 1):
+                    tokens = line.split("#", 1)[0].split()
+                    if not tokens:
+                        continue
+                    try:
+                        if len(tokens) != 2 or not all(t.isascii() and t.isdigit() for t in tokens):
+                            raise ValueError
+                        u, v = int(tokens[0]), int(tokens[1])
+                        if u == v or max(u, v) >= limit:
+                            raise ValueError
+                    except ValueError:
+                        shown = line.strip()
+                        shown = shown if len(shown) <= 80 else shown[:80] + "..."
+                        raise ValueError(
+                            f"{path}:{lineno}: expected two distinct non-negative integer ids 'u v'"
+                            + f" below {f'n={n}' if n is not None else limit}"
+                            + f", got {shown!r}"
+                        ) from None
+                    pairs += (u, v)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text ({exc.reason}); an edge list is lines 'u v'") from None
+        except OSError as exc:
+            raise ValueError(f"edge-list file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
         arr = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         size = n if n is not None else (int(arr.max()) + 1 if arr.size else 0)
         keys = _unique_sorted(_undirected_keys(size, arr[:, 0], arr[:, 1]))
@@ -740,7 +757,7 @@ def make_topology(
             raise ValueError("layers must be given for 'layered-dag' (an integer in [1, agents])")
         keys = _gen_layered_dag(n, _check_int("layers", layers, 1, n))
         return Topology(n, _edges_from_keys(keys, n), True, name)
-    elif Path(name).is_file():
+    elif _is_file(Path(name)):
         return Topology.from_edgelist(name, n=n)
     else:
         raise ValueError(

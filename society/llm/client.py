@@ -87,6 +87,10 @@ AGENT_METRICS = ("requests", "tokens", "cost_usd", "failures", "fallbacks")
 IO_METRICS = ("network_calls", "cache_hits", "retries", "network_cost_usd", "latency_s")
 
 
+# A quoted key cut short by a length limit still gives most of it away: a start of a key at
+# least this long is scrubbed too (shorter ones say too little to be worth the false matches).
+_KEY_PART_MIN = 12
+
 _KIND_PREFIXES = (
     ("connection error", "connection"),
     ("timeout", "timeout"),
@@ -472,13 +476,19 @@ class LLMClient:
 
     def _scrub(self, text: str) -> str:
         """Remove API keys from an error message (a server may quote the key it refused)
-        before it reaches a Completion, the cache or a log."""
+        before it reaches a Completion, the cache or a log; also the start of a key that the
+        transports' cut of a long message (300 characters) left behind."""
         envs = [self.config.api_key_env, "OPENAI_API_KEY"]
         envs += [fb.api_key_env for fb in self.config.fallbacks if isinstance(fb, Endpoint)]
         for env in envs:
             key = os.environ.get(env) if env else None
-            if key and key in text:
-                text = text.replace(key, "[api key]")
+            if not key:
+                continue
+            text = text.replace(key, "[api key]")
+            for n in range(len(key) - 1, _KEY_PART_MIN - 1, -1):  # longest cut-off start first
+                if key[:n] in text:
+                    text = text.replace(key[:n], "[api key]")
+                    break
         return text
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
