@@ -10,21 +10,23 @@ STAMP := $(VENV)/.installed
 # release (uv's universal resolution: any platform, Python >= 3.11) of the project's
 # dependencies, its extras below, pip and setuptools. `make lock` regenerates it after a change
 # to pyproject.toml's dependencies; set-up refuses a lock older than them (DEPS_HASH).
-LOCKED_EXTRAS := dev bench local-llm
+LOCKED_EXTRAS := dev bench local-llm ray
 UV_VERSION := 0.13.8
 DEPS_HASH = $(PYTHON) -c 'import hashlib, json, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 	d = [p.get("requires-python"), p["dependencies"]] + [p["optional-dependencies"][e] for e in "$(LOCKED_EXTRAS)".split()]; \
 	print(hashlib.sha256(json.dumps(d).encode()).hexdigest()[:16])'
 
+# Debian's Chromium is installed first (scripts/install_browser.sh) for the dashboard's browser test.
 # llama.cpp (the local model's server) is built first, by scripts/build_llama.sh: portable
 # flags (no -march=native, AMX or AVX-512), the wheel cached per set of flags, built from the
 # sdist whose hash the lock records. The lock install then finds llama-cpp-python installed
 # (pip trusts an installed requirement) and --only-binary stops it from ever building it with
 # its native defaults. The project itself goes in last, editable, with no dependencies of its
 # own fetched and the locked setuptools; `pip check` proves the result consistent.
-$(STAMP): pyproject.toml requirements.lock scripts/build_llama.sh
+$(STAMP): pyproject.toml requirements.lock scripts/build_llama.sh scripts/install_browser.sh
 	@test "$$(sed -n 's/^# dependencies sha256: //p' requirements.lock)" = "$$($(DEPS_HASH))" || \
 		{ echo "requirements.lock is older than pyproject.toml's dependencies: run make lock" >&2; exit 1; }
+	bash scripts/install_browser.sh
 	$(PYTHON) -m venv $(VENV)
 	bash scripts/build_llama.sh $(BIN)/python
 	$(BIN)/python -m pip install --quiet --require-hashes --only-binary llama-cpp-python -r requirements.lock

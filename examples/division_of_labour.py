@@ -3,12 +3,16 @@
 python examples/division_of_labour.py
 """
 
+import os
+
 import scenarios
+
+SMALL = os.environ.get("SOCIETY_EXAMPLE_SMALL") == "1"  # a tiny run (tests/test_examples.py)
 
 for learning in (False, True):
     res = scenarios.run(
-        "division-of-labour", seed=1, replicates=4, write=False,
-        agents=100, tasks=2, steps=2000, record_from=1000, learning=learning,
+        "division-of-labour", seed=1, replicates=1 if SMALL else 4, write=False, agents=100, tasks=2,
+        steps=100 if SMALL else 2000, record_from=50 if SMALL else 1000, learning=learning,
     )  # fmt: skip
     m = res.summary["metrics"]
     print(

@@ -3,12 +3,16 @@
 python examples/epidemic.py
 """
 
+import os
+
 import scenarios
+
+SMALL = os.environ.get("SOCIETY_EXAMPLE_SMALL") == "1"  # a tiny run (tests/test_examples.py)
 
 for behaviour in ("none", "isolate-when-sick", "threshold"):
     res = scenarios.run(
-        "epidemic", seed=1, replicates=4, write=False,
-        population=10_000, r0=2.5, symptomatic=0.5, behaviour=behaviour, threshold=0.005,
+        "epidemic", seed=1, replicates=1 if SMALL else 4, write=False,
+        population=500 if SMALL else 10_000, r0=2.5, symptomatic=0.5, behaviour=behaviour, threshold=0.005,
     )  # fmt: skip
     m = res.summary["metrics"]
     print(

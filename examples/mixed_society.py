@@ -8,6 +8,7 @@ server; pass a real one with LLMConfig(model=..., api_base=...) or use the local
 
 import asyncio
 import json
+import os
 
 import jax
 import numpy as np
@@ -67,4 +68,4 @@ async def main(rounds: int = 20) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(rounds=3 if os.environ.get("SOCIETY_EXAMPLE_SMALL") == "1" else 20))

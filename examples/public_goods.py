@@ -8,11 +8,15 @@ With LLM agents next to the rule baselines, e.g.:
     scenarios.run("public-goods", agents="mixed", split="rules:2,llm:1", llm="openai/gpt-4o-mini")
 """
 
+import os
+
 import scenarios
+
+SMALL = os.environ.get("SOCIETY_EXAMPLE_SMALL") == "1"  # a tiny run (tests/test_examples.py)
 
 for punishment in (False, True):
     res = scenarios.run(
-        "public-goods", seed=1, replicates=4, write=False, punishment=punishment,
+        "public-goods", seed=1, replicates=1 if SMALL else 4, write=False, punishment=punishment,
         strategies="conditional:5,free-rider:3,punisher:2",
     )  # fmt: skip
     m = res.metrics

@@ -201,3 +201,93 @@ def run(
         batch_replicates=batch_replicates,
         **params,
     )
+
+
+def _portable_ref(scenario: str) -> str:
+    """A study file named by a relative path, made absolute: Ray workers and subprocesses
+    may start elsewhere."""
+    target, sep, attr = scenario.rpartition(":")
+    if sep and target.endswith(".py") and Path(target).is_file():
+        return f"{Path(target).resolve()}:{attr}"
+    return scenario
+
+
+def sweep(
+    scenario: str,
+    grid: dict[str, list[Any]],
+    *,
+    out: str | Path,
+    config: dict[str, Any] | None = None,
+    seed: int = 0,
+    replicates: int = 1,
+    random: int | None = None,
+    workers: int = 1,
+    ray_address: str | None = None,
+    progress: Any = None,
+) -> Any:
+    """Run a scenario (by name or study reference) at each point of ``grid`` and write
+    ``out/points/<point>/`` and ``out/sweep.parquet``; see :func:`sim_core.sweep.run_sweep`.
+
+        scenarios.sweep("network-game", {"b": [1.2, 1.5, 1.8]}, out="sweeps/b", replicates=5)
+    """
+    from sim_core.sweep import run_sweep
+
+    cls = config_class(scenario)
+    return run_sweep(
+        _portable_ref(scenario), grid, out=out, base=config, seed=seed, replicates=replicates, random=random,
+        workers=workers, ray_address=ray_address, runner=run, config_class=cls, progress=progress,
+    )  # fmt: skip
+
+
+STEP_FIELDS = ("steps", "days", "rounds", "periods")
+"""The fields that count a scenario's time steps, first match wins (``society scale``)."""
+
+
+def population_field(scenario: str) -> str:
+    """The config field that sets a scenario's number of agents: ``agents`` where it is an
+    integer (network-game, division-of-labour), ``population`` elsewhere."""
+    fields = config_class(scenario).model_fields
+    for name in ("agents", "population"):
+        if name in fields and fields[name].annotation is int:
+            return name
+    raise ConfigError(f"scenario '{scenario}' has no integer 'agents' or 'population' parameter; give --population-field")
+
+
+def steps_field(scenario: str) -> str:
+    fields = config_class(scenario).model_fields
+    for name in STEP_FIELDS:
+        if name in fields:
+            return name
+    raise ConfigError(f"scenario '{scenario}' has none of the step parameters {', '.join(STEP_FIELDS)}; give --steps-field")
+
+
+def scale(
+    scenario: str,
+    populations: list[int],
+    *,
+    out: str | Path,
+    config: dict[str, Any] | None = None,
+    steps: int | None = None,
+    seed: int = 0,
+    marginal: bool = True,
+    population_field_name: str | None = None,
+    steps_field_name: str | None = None,
+    progress: Any = None,
+) -> Any:
+    """Time and memory against population size, each size in a fresh process; writes
+    ``out/scale.parquet``, ``scale.csv``, ``scale.png``; see :func:`sim_core.scale.run_scale`.
+
+        scenarios.scale("network-game", [1000, 10000, 100000], out="scale/ng", steps=20)
+    """
+    from sim_core.scale import run_scale
+
+    cls = config_class(scenario)
+    pop = population_field_name or population_field(scenario)
+    stp = steps_field_name or steps_field(scenario)
+    for name in (pop, stp):
+        if name not in cls.model_fields:
+            raise ConfigError(f"scenario '{scenario}' has no parameter '{name}'; accepted: {', '.join(cls.model_fields)}")
+    return run_scale(
+        _portable_ref(scenario), populations, out=out, base=config, steps=steps, seed=seed, marginal=marginal,
+        population_field=pop, steps_field=stp, config_class=cls, runner="scenarios:run", progress=progress,
+    )  # fmt: skip

@@ -21,6 +21,7 @@ import scenarios
 from sim_core.errors import ConfigError, RunError
 
 EXIT_DEGRADED = 3
+EXIT_INTERRUPTED = 130  # the shell's code for SIGINT: the run stopped at a checkpoint
 
 app = typer.Typer(
     name="society",
@@ -48,21 +49,54 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     and otherwise kept as strings for the scenario's config to validate."""
     out: dict[str, Any] = {}
     for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got '{item}'")
-        try:
-            value = tomllib.loads(f"v = {raw.strip()}")["v"]
-        except (tomllib.TOMLDecodeError, RecursionError):  # not a literal, or nested too deep
-            value = raw.strip()
-        out[key] = value
+        key, raw = _split_pair(item, "--set", "KEY=VALUE")
+        out[key] = parse_value(raw)
+    return out
+
+
+def _split_pair(item: str, option: str, shape: str) -> tuple[str, str]:
+    key, sep, raw = item.partition("=")
+    key = key.strip().replace("-", "_")
+    if not sep or not key:
+        raise ConfigError(f"{option} expects {shape}, got '{item}'")
+    return key, raw
+
+
+def parse_value(raw: str) -> Any:
+    """One value as ``--set`` reads it: a TOML literal, otherwise the text itself."""
+    try:
+        return tomllib.loads(f"v = {raw.strip()}")["v"]
+    except (tomllib.TOMLDecodeError, RecursionError):  # not a literal, or nested too deep
+        return raw.strip()
+
+
+def parse_grid(items: list[str]) -> dict[str, list[Any]]:
+    """``KEY=V1,V2,...`` per item (each value read as by ``--set``), or ``KEY=[V1, V2]`` as a
+    TOML array when values hold commas; a key given twice is an error."""
+    out: dict[str, list[Any]] = {}
+    for item in items:
+        key, raw = _split_pair(item, "--grid", "KEY=V1,V2,...")
+        if key in out:
+            raise ConfigError(f"--grid '{key}' is given twice; list all its values in one --grid")
+        whole = parse_value(raw)
+        values = whole if isinstance(whole, list) else [parse_value(v) for v in raw.split(",")]
+        if not values or any(v == "" for v in values):
+            raise ConfigError(f"--grid '{key}' has an empty value in '{item}'")
+        if len({repr(v) for v in values}) != len(values):
+            raise ConfigError(f"--grid '{key}' lists a value twice in '{item}'")
+        out[key] = values
     return out
 
 
 @app.command("list")
 def list_cmd() -> None:
-    """List the scenarios, one line each."""
+    """List the scenarios, one line each.
+
+    Example:
+
+    \b
+        society list
+    """
     width = max(len(n) for n in scenarios.names())
     for name in scenarios.names():
         print(f"{name:<{width}}  {scenarios.summary_line(name)}")
@@ -70,7 +104,14 @@ def list_cmd() -> None:
 
 @app.command("describe")
 def describe_cmd(scenario: Annotated[str, typer.Argument(help="scenario name")]) -> None:
-    """Show a scenario's parameters: type, default and meaning."""
+    """Show a scenario's parameters: type, default and meaning.
+
+    Example:
+
+    \b
+        society describe network-game
+        society describe examples/boltzmann_study.py:Boltzmann
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -95,8 +136,16 @@ def run_cmd(
     api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")] = None,
     max_fallback_rate: Annotated[float, typer.Option("--max-fallback-rate", help="the run is 'degraded' (exit 3) when more than this share of an LLM cohort's decisions were fallbacks for failed calls")] = 0.1,
     accept_degraded: Annotated[bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded (the summary still says so)")] = False,
+    checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=0, help="moments between checkpoints (0: only when stopped by Ctrl-C/SIGTERM), for scenarios that keep them")] = 50,
 ) -> None:
-    """Run a scenario and write its run directory."""
+    """Run a scenario and write its run directory.
+
+    Example:
+
+    \b
+        society run network-game --set agents=400 --set steps=50 --seed 1 --replicates 4
+        society run examples/boltzmann_study.py:Boltzmann --set population=50 --out runs/b
+    """
     from sim_core.experiment import load_config_file
 
     values: dict[str, Any] = {}
@@ -105,13 +154,45 @@ def run_cmd(
     values.update(parse_set(set_ or []))
     scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
     _check_out(out)
-    result = scenarios.run(
-        scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base,
-        max_fallback_rate=max_fallback_rate,
-    )
+    from sim_core.progress import console_progress  # a bar only on a terminal, not under CI
+
+    with console_progress():
+        result = scenarios.run(
+            scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base,
+            max_fallback_rate=max_fallback_rate, checkpoint_every=checkpoint_every,
+        )
+    _finish(scenario, result, accept_degraded)
+
+
+def _finish(scenario: str, result: Any, accept_degraded: bool = False) -> None:
+    """Print the summary; exit 130 when interrupted, 3 when degraded (unless accepted)."""
     _print_summary(scenario, result)
+    if result.summary.get("interrupted"):
+        raise typer.Exit(EXIT_INTERRUPTED)
     if _report_failures(result.summary) and not accept_degraded:
         raise typer.Exit(EXIT_DEGRADED)
+
+
+@app.command("resume")
+def resume_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="the directory of a stopped or killed run")],
+    api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL, if the run used one")] = None,
+    checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=0, help="moments between checkpoints from here on")] = 50,
+    accept_degraded: Annotated[bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded")] = False,
+) -> None:
+    """Continue a run that was stopped (Ctrl-C, SIGTERM, a budget) or killed, in its own
+    directory, from its last checkpoint; rows after that checkpoint are written again, so
+    metrics.parquet ends as an uninterrupted run's would. A scenario that keeps no
+    checkpoints runs again from the start. Example: society resume runs/network-game-20261203-081500-s1"""
+    from sim_core.report import load_run
+
+    summary = load_run(run_dir)
+    result = scenarios.run(
+        summary["scenario"], seed=summary["seed"], replicates=summary.get("replicates", 1),
+        config=summary["config"], llm=summary.get("options", {}).get("llm"), api_base=api_base,
+        batch_replicates=summary.get("batch_replicates"), resume=run_dir, checkpoint_every=checkpoint_every,
+    )  # fmt: skip
+    _finish(summary["scenario"], result, accept_degraded)
 
 
 @app.command("replay")
@@ -121,7 +202,13 @@ def replay_cmd(
 ) -> None:
     """Run a finished run again from its directory: same scenario, config and seed, every LLM
     reply from its llm-cache.sqlite (no server, no network, no API key); the metrics are the
-    same. Example: society replay runs/skill-society-20261203-081500-s1"""
+    same.
+
+    Example:
+
+    \b
+        society replay runs/skill-society-20261203-081500-s1
+    """
     from sim_core.report import load_run
 
     summary = load_run(run_dir)
@@ -165,10 +252,107 @@ def report_cmd(
 ) -> None:
     """Write one self-contained HTML report (headline table with intervals, every plot, the
     config, versions, LLM usage and failures) that opens offline; several runs side by side.
-    Example: society report runs/skill-society-A runs/skill-society-B --out compare.html"""
+
+    Example:
+
+    \b
+        society report runs/skill-society-A runs/skill-society-B --out compare.html
+    """
     from sim_core.report import write_report
 
     print(f"report: {write_report(run_dirs, out)}")
+
+
+@app.command("sweep")
+def sweep_cmd(
+    scenario: Annotated[str, typer.Argument(help="scenario name (see `society list`)")],
+    grid: Annotated[list[str] | None, typer.Option("--grid", help="KEY=V1,V2,... values to sweep (repeatable; KEY=[...] as a TOML array when values hold commas)")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="fixed parameter KEY=VALUE (repeatable)")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file of fixed parameters")] = None,
+    random: Annotated[int | None, typer.Option("--random", help="run N points drawn from the grid with the seed", min=1)] = None,
+    seed: Annotated[int, typer.Option(help="root random seed of every point", min=0, max=MAX_SEED)] = 0,
+    replicates: Annotated[int, typer.Option(help="independent replicates per point", min=1, max=MAX_REPLICATES)] = 1,
+    out: Annotated[Path, typer.Option(help="sweep directory; rerun with the same arguments to resume")] = Path("sweep"),
+    workers: Annotated[int, typer.Option(help="points run at once (Ray tasks on this machine; 1: in this process)", min=1)] = 1,
+    ray_address: Annotated[str | None, typer.Option("--ray", help="address of a Ray cluster to run the points on (e.g. auto or ray://host:10001)")] = None,
+) -> None:
+    """Run a scenario at every point of a parameter grid: one run directory per point under
+    OUT/points/, and OUT/sweep.parquet (and .csv) with each point's headline metrics (mean,
+    95% CI). Rerunning with the same arguments skips finished points. Example: society sweep
+    network-game --grid b=1.2,1.5,1.8 --grid update=fermi,imitation --set agents=400
+    --replicates 5 --seed 1 --workers 4 --out sweeps/b"""
+    from sim_core.experiment import load_config_file
+
+    values: dict[str, Any] = {}
+    if config is not None:
+        values.update(load_config_file(config))
+    values.update(parse_set(set_ or []))
+    points = parse_grid(grid or [])
+    scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
+    _check_out(out)
+    result = scenarios.sweep(
+        scenario, points, out=out, config=values, seed=seed, replicates=replicates, random=random,
+        workers=workers, ray_address=ray_address, progress=print,
+    )  # fmt: skip
+    n = len(result.ran) + len(result.skipped)
+    print(f"{n} point(s): {len(result.ran)} run, {len(result.skipped)} already finished, {len(result.failed)} failed")
+    print(f"table: {out / 'sweep.parquet'}")
+    if result.failed:
+        print(f"error: {len(result.failed)} point(s) failed (rerun the same command to retry them): {', '.join(result.failed)}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+@app.command("scale")
+def scale_cmd(
+    scenario: Annotated[str, typer.Argument(help="scenario name (see `society list`)")],
+    population: Annotated[str, typer.Option("--population", help="population sizes, comma-separated, e.g. 1e3,1e4,1e5")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="fixed parameter KEY=VALUE (repeatable)")] = None,
+    steps: Annotated[int | None, typer.Option(help="steps per run (default: the scenario's); runs also take 2x this to get the marginal cost of a step", min=1)] = None,
+    seed: Annotated[int, typer.Option(help="root random seed", min=0, max=MAX_SEED)] = 0,
+    marginal: Annotated[bool, typer.Option("--marginal/--no-marginal", help="also run 2x steps and report the marginal time per step")] = True,
+    population_field: Annotated[str | None, typer.Option("--population-field", help="parameter that sets the number of agents (default: agents or population)")] = None,
+    steps_field: Annotated[str | None, typer.Option("--steps-field", help="parameter that sets the number of steps (default: steps, days, rounds or periods)")] = None,
+    out: Annotated[Path, typer.Option(help="directory for scale.parquet, scale.csv, scale.png, scale.json")] = Path("scale"),
+) -> None:
+    """Scaling experiment: one run per population size, each in a fresh process; writes time
+    per step (plain and marginal), peak memory per agent, LLM tokens and cost per agent-step,
+    a log-log plot and the fitted exponent. Example: society scale network-game --population
+    1e3,1e4,1e5 --steps 20 --set update=fermi --out scale/ng"""
+    sizes = [parse_value(v) for v in population.split(",")]
+    values = parse_set(set_ or [])
+    _check_out(out)
+    result = scenarios.scale(
+        scenario, sizes, out=out, config=values, steps=steps, seed=seed, marginal=marginal,
+        population_field_name=population_field, steps_field_name=steps_field, progress=print,
+    )  # fmt: skip
+    cols = ["population", "status", "time_per_step_s", "marginal_time_per_step_s", "bytes_per_agent"]
+    print(result.table[cols].to_string(index=False))
+    print(f"time exponent ({result.time_basis} ~ N^k): k = {result.time_exponent:.3f}")
+    print(f"memory exponent (peak RSS ~ N^k): k = {result.memory_exponent:.3f}")
+    print(f"table: {out / 'scale.parquet'}; plot: {out / 'scale.png'}")
+    if (result.table["status"] == "failed").any():
+        print("error: some sizes failed; see the error column of scale.csv", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+@app.command("serve")
+def serve_cmd(
+    run_dirs: Annotated[list[Path] | None, typer.Argument(help="run directories (default: every run under ./runs)")] = None,
+    port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (default: a free one, printed on start)")] = None,
+) -> None:
+    """Serve a live dashboard of running and finished runs until Ctrl-C: status, headline
+    metrics, charts of the recorded metrics updated as the runs write them, the network view
+    and artifact lineage where a run has them. One self-contained page; works offline.
+
+    Example:
+
+    \b
+        society run network-game --set agents=2000 --set steps=20000 --out runs/ng &
+        society serve runs/ng --port 8765    # then open http://127.0.0.1:8765/
+    """
+    from sim_core.dashboard import serve
+
+    serve(run_dirs or None, port=port)
 
 
 llm_app = typer.Typer(help="The embedded local model.", no_args_is_help=True)
@@ -177,7 +361,13 @@ app.add_typer(llm_app, name="llm")
 
 @llm_app.command("serve")
 def llm_serve(port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None) -> None:
-    """Serve the embedded local model (OpenAI-compatible) until Ctrl-C."""
+    """Serve the embedded local model (OpenAI-compatible) until Ctrl-C.
+
+    Example (it prints the model string and api_base to use it with):
+
+    \b
+        society llm serve --port 8081
+    """
     from society.llm import local
 
     try:

@@ -13,9 +13,11 @@ import importlib.metadata
 import json
 import math
 import platform
+import signal
+import threading
 import time
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +27,20 @@ import numpy as np
 import pandas as pd
 import pydantic
 
+from sim_core.checkpoint import FILE as CHECKPOINT_FILE
+from sim_core.checkpoint import Checkpoints, Interrupted, load_for_resume
 from sim_core.errors import ConfigError
+from sim_core.progress import Progress
 from sim_core.recorder import Recorder
 from sim_core.rng import RNG
 from sim_core.stats import summarize
+
+DEFAULT_CHECKPOINT_EVERY = 50
+"""Moments between checkpoints of a scenario that keeps them (and one at every stop)."""
+
+LIVE_FLUSH_S = 1.0
+"""A run with a directory flushes its rows at least this often (seconds of wall time), so
+live readers (``society serve``) see them while it runs."""
 
 DEFAULT_MAX_FALLBACK_RATE = 0.1
 """A run is ``degraded`` when more than this share of one cohort's decisions were fallbacks."""
@@ -43,6 +55,10 @@ class Scenario:
     Config: ClassVar[type[pydantic.BaseModel]]
     headline: ClassVar[tuple[str, ...]] = ()
     labels: ClassVar[dict[str, type]] = {}
+    # True when ``run`` saves checkpoints through ``ctx.checkpoints`` (see sim_core.checkpoint):
+    # then SIGINT/SIGTERM stop it cleanly at a moment's end and `society resume` continues it.
+    # Other scenarios resume by running again from the start with the same seed.
+    checkpointing: ClassVar[bool] = False
 
     @classmethod
     def description(cls) -> str:
@@ -52,6 +68,18 @@ class Scenario:
     def run(self, config: Any, ctx: RunContext) -> Mapping[str, np.ndarray]:
         """Simulate all replicates; return ``{headline metric: values, one per replicate}``."""
         raise NotImplementedError
+
+    def horizon(self, config: Any) -> tuple[float, str] | None:
+        """The last moment of a run and its unit, for progress and ETA (None: unknown). By
+        default ``steps`` x ``generations``, or ``steps``, or ``rounds`` of the config."""
+        steps, gens, rounds = (getattr(config, k, None) for k in ("steps", "generations", "rounds"))
+        if isinstance(steps, int) and isinstance(gens, int):
+            return float(steps * gens), "moments"
+        if isinstance(steps, int):
+            return float(steps), "steps"
+        if isinstance(rounds, int) and gens is None:
+            return float(rounds), "rounds"
+        return None
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: Any) -> list[Path]:
         """Write PNGs; by default, each recorded metric's mean over replicates against time."""
@@ -76,6 +104,8 @@ class RunContext:
     fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)
     first_failure: str | None = None
     report: dict[str, Any] = field(default_factory=dict)  # extra sections of summary.json
+    checkpoints: Any = None  # sim_core.checkpoint.Checkpoints of this run
+    progress: Progress | None = None  # the live channel (progress.json, progress listeners)
 
     def count_fallbacks(
         self, cohort: str, decisions: int, fallbacks: int, first_failure: str | None = None
@@ -239,6 +269,8 @@ def run_scenario(
     options: Mapping[str, Any] | None = None,
     batch_replicates: int | None = None,
     max_fallback_rate: float = DEFAULT_MAX_FALLBACK_RATE,
+    checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
+    resume: str | Path | None = None,
     **params: Any,
 ) -> RunResult:
     """Validate parameters, run every replicate, and write the run directory.
@@ -251,6 +283,11 @@ def run_scenario(
     cohort's decisions were fallbacks for failed model calls; ``degraded`` lists them) or
     ``failed`` (an exception, re-raised). ``scenarios.run(..., max_fallback_rate=0.5)``
     reaches this parameter through its keyword arguments.
+
+    A scenario with ``checkpointing`` saves a checkpoint every ``checkpoint_every`` moments
+    (0: only at stops) and when SIGINT or SIGTERM asks it to stop (status ``stopped``,
+    ``interrupted`` true). ``resume=DIR`` continues the run in DIR from its checkpoint (or,
+    without one, runs it again from the start in DIR); the same parameters must be given.
     """
     if isinstance(scenario, type):
         scenario = scenario()
@@ -268,9 +305,25 @@ def run_scenario(
         values = {**config.model_dump(), **params}
     else:
         values = {**(config or {}), **params}
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+        raise ConfigError(f"invalid value for 'checkpoint_every': must be an integer >= 0 (got {checkpoint_every!r})")
     cfg = validate_config(scenario.Config, values)
-    run_dir = _new_run_dir(out, scenario.name, seed) if write else None
-    recorder = Recorder(run_dir / "metrics.parquet" if run_dir else None, labels=scenario.labels)
+    identity = {
+        "scenario": scenario.name, "config": cfg.model_dump(mode="json"), "seed": seed,
+        "replicates": replicates, "batch_replicates": batch_replicates,
+    }  # fmt: skip
+    resumed = None
+    if resume is not None:
+        run_dir = Path(resume)
+        resumed = _prepare_resume(run_dir, identity, scenario.checkpointing)
+    else:
+        run_dir = _new_run_dir(out, scenario.name, seed) if write else None
+    recorder = Recorder(
+        run_dir / "metrics.parquet" if run_dir else None, labels=scenario.labels,
+        flush_interval_s=LIVE_FLUSH_S if run_dir else None,
+    )  # fmt: skip
+    if resumed is not None:
+        recorder.rows_written = int(resumed["recorder"]["rows"])
     ctx = RunContext(
         seed=seed,
         replicates=replicates,
@@ -280,6 +333,9 @@ def run_scenario(
         options=dict(options or {}),
         batch_replicates=batch_replicates,
         max_fallback_rate=float(max_fallback_rate),
+    )
+    ctx.checkpoints = Checkpoints(
+        run_dir if scenario.checkpointing else None, recorder, every=checkpoint_every, run=identity, resumed=resumed
     )
     summary: dict[str, Any] = {
         "scenario": scenario.name,
@@ -292,10 +348,26 @@ def run_scenario(
         "status": "running",
         "metrics": {},
     }
+    if resume is not None:
+        summary["resumed"] = "from a checkpoint" if resumed is not None else "from the start (no checkpoint)"
+    summary["batch_replicates"] = batch_replicates
+    _write_summary(run_dir, summary)  # a run that is killed still names its scenario and config
     started = time.perf_counter()
+    total, unit = scenario.horizon(cfg) or (None, "moments")
+    progress = ctx.progress = Progress(run_dir, scenario=scenario.name, total=total, unit=unit)
+    progress.rows = lambda: recorder.rows_recorded
+    progress.latest_time = lambda: recorder.latest_time
+    progress.start()
     token = _current_run.set(ctx)
+    restore_signals = _stop_on_signals(ctx.checkpoints) if scenario.checkpointing and run_dir is not None else None
     try:
         headline = scenario.run(cfg, ctx)
+    except Interrupted as exc:
+        recorder.close()  # nothing: the checkpoint flushed every row up to its moment
+        summary.update(status="stopped", interrupted=True, stop_reason=f"{exc}; continue it with: society resume {run_dir}")
+        summary["wall_time_s"] = round(time.perf_counter() - started, 3)
+        _write_summary(run_dir, summary)
+        return RunResult(summary=summary, metrics=recorder.frame(), run_dir=run_dir)
     except BaseException as exc:
         recorder.close()  # keep every row recorded before the failure
         summary.update(status="failed", error=f"{type(exc).__name__}: {exc}")
@@ -304,6 +376,9 @@ def run_scenario(
         raise
     finally:
         _current_run.reset(token)
+        progress.stop(summary["status"] if summary["status"] != "running" else "finishing")
+        if restore_signals is not None:
+            restore_signals()
     recorder.close()
     degraded = ctx.degradation()
     summary["status"] = "degraded" if degraded else "stopped" if ctx.stop_reason else "completed"
@@ -319,6 +394,8 @@ def run_scenario(
         summary["max_fallback_rate"] = ctx.max_fallback_rate
     if ctx.first_failure:
         summary["first_failure"] = ctx.first_failure
+    if summary["status"] != "stopped":
+        ctx.checkpoints.remove()  # finished: nothing is left to resume
     summary.update(ctx.report)
     summary["wall_time_s"] = round(time.perf_counter() - started, 3)
     for name, vals in headline.items():
@@ -330,7 +407,45 @@ def run_scenario(
     if run_dir is not None:
         scenario.plot(frame, run_dir / "plots", cfg)
     _write_summary(run_dir, summary)
+    progress.stop(summary["status"])  # progress.json ends with the final status
     return RunResult(summary=summary, metrics=frame, run_dir=run_dir)
+
+
+def _prepare_resume(run_dir: Path, identity: dict[str, Any], checkpointing: bool) -> dict[str, Any] | None:
+    """Check that ``run_dir`` is this run, unfinished; return its checkpoint (None: start over)."""
+    summary_path = run_dir / "summary.json"
+    try:
+        previous = json.loads(summary_path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"'{run_dir}' is not a run directory (no summary.json)") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"'{summary_path}' cannot be read ({exc}); the run cannot be resumed") from None
+    if previous.get("status") in ("completed", "degraded"):
+        raise ConfigError(f"run '{run_dir}' already {previous['status']}: nothing to resume (see society replay)")
+    if checkpointing and (run_dir / CHECKPOINT_FILE).exists():
+        doc = load_for_resume(run_dir)
+        if doc["run"] != identity:
+            diff = sorted(k for k in identity if doc["run"].get(k) != identity[k])
+            raise ConfigError(f"checkpoint in '{run_dir}' belongs to another run (differs in: {', '.join(diff)})")
+        return doc
+    for part in (run_dir / "metrics.parquet").glob("*.parquet"):
+        part.unlink()  # no checkpoint: every row is written again
+    return None
+
+
+def _stop_on_signals(checkpoints: Checkpoints) -> Callable[[], None] | None:
+    """SIGINT/SIGTERM ask the run to checkpoint and stop at the end of the moment; a second
+    signal interrupts at once. Returns the function that puts the old handlers back."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if checkpoints.interrupt is not None or not checkpoints.used:
+            raise KeyboardInterrupt  # a second signal, or a path of the scenario without checkpoints
+        checkpoints.interrupt = f"interrupted by {signal.Signals(signum).name}"
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    return lambda: [signal.signal(sig, h) for sig, h in old.items()] and None
 
 
 def _write_summary(run_dir: Path | None, summary: dict) -> None:

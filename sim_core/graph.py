@@ -68,6 +68,89 @@ class Neighbours:
             n=int(n),
         )
 
+    @classmethod
+    def from_undirected(cls, u: np.ndarray, v: np.ndarray, n: int, *, table: bool | None = None) -> Neighbours:
+        """Compile a canonical undirected edge list: ``u < v``, sorted by ``(u, v)``, no repeats
+        (a ``Topology``'s edges). The result equals ``from_edges(r_[u, v], r_[v, u], n)``
+        but is built without the int64 sort keys and argsort of the general path: about 4x
+        less peak memory (at 1e7 nodes and 2e7 edges: ~0.9 GB instead of ~3.5 GB).
+
+        Row x lists its smaller neighbours (edges (w, x), already in increasing w) then its
+        larger ones (edges (x, w), increasing w), so one stable counting sort of ``v`` places
+        every entry; positions follow from the prefix sums of the two half-degrees.
+        """
+        u = np.asarray(u)
+        v = np.asarray(v)
+        m = u.shape[0]
+        if u.shape != v.shape or u.ndim != 1:
+            raise ValueError(f"u and v must be 1-D arrays of equal length, got {u.shape} and {v.shape}")
+        if m and (u.min() < 0 or v.max() >= n or not np.all(u < v)):
+            raise ValueError(f"canonical edges need 0 <= u < v < {n}")
+        # int32 throughout (ids and counts fit: n < 2**31 and offsets are stored as int32)
+        fcount = np.bincount(u, minlength=n).astype(np.int32)  # edges (x, w), w > x
+        bcount = np.bincount(v, minlength=n).astype(np.int32)  # edges (w, x), w < x
+        degree = fcount + bcount
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(degree, out=offsets[1:])
+        fex = np.cumsum(fcount, dtype=np.int32) - fcount  # exclusive prefix sums
+        binc = np.cumsum(bcount, dtype=np.int32)  # inclusive
+        del fcount, bcount
+        max_deg = int(degree.max()) if n else 0
+        if table is None:
+            table = n * max_deg <= _TABLE_OVERHEAD * max(2 * m, 1)
+        dst = np.empty(2 * m, dtype=np.int32)
+        # larger neighbours: edge i (x = u[i]) goes to offsets[x] + bcount[x] + i - fex[x]
+        u32 = u.astype(np.int32)
+        pos = np.arange(m, dtype=np.int32)
+        pos += binc[u32]
+        dst[pos] = v
+        del binc
+        # smaller neighbours: the j-th edge in stable v-order (x = v) goes to j + fex[x]
+        v32 = v.astype(np.int32)
+        order = np.argsort(v32, kind="stable")
+        pos[:] = np.arange(m, dtype=np.int32)
+        pos += fex[v32[order]]
+        del v32, fex
+        dst[pos] = u32[order]
+        del order, pos, u32
+        tab = None
+        if table:
+            width = max(max_deg, 1)
+            if 2 * m == n * width:  # regular: the table is the CSR array itself
+                tab = jnp.asarray(dst.reshape(n, width))
+            else:
+                t = np.full((n, width), n, dtype=np.int32)
+                src = np.repeat(np.arange(n, dtype=np.int32), degree)
+                col = np.arange(2 * m, dtype=np.int64)
+                col -= np.repeat(offsets[:-1], degree)
+                t[src, col] = dst
+                del col, src
+                tab = jnp.asarray(t)
+                del t
+        out_dst = jnp.asarray(dst)
+        del dst
+        # built on the device: no host copy of the (2E,) source ids
+        out_src = jnp.repeat(jnp.arange(n, dtype=jnp.int32), jnp.asarray(degree), total_repeat_length=2 * m)
+        return cls(
+            src=out_src,
+            dst=out_dst,
+            offsets=jnp.asarray(offsets, jnp.int32),
+            degree=jnp.asarray(degree, jnp.int32),
+            table=tab,
+            n=int(n),
+        )
+
+    def table_only(self) -> Neighbours:
+        """The same adjacency without the ``(2E,)`` ``src``/``dst`` lists (left empty): every
+        operation of this module reads only ``table``, ``degree`` and ``n`` when a table
+        exists, so kernels built on them give identical results and the graph costs 8 B
+        less per directed edge (320 MB at 1e7 agents of degree 4). Code that reads
+        ``src``/``dst`` directly must keep the full object."""
+        if self.table is None:
+            raise ValueError("table_only needs a neighbour table (table=True)")
+        empty = jnp.zeros((0,), jnp.int32)
+        return self.replace(src=empty, dst=empty)
+
     @property
     def max_degree(self) -> int:
         return int(self.table.shape[1]) if self.table is not None else int(np.max(np.asarray(self.degree), initial=0))

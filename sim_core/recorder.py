@@ -11,6 +11,7 @@ always concatenate.
 from __future__ import annotations
 
 import os
+import time as _time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,14 @@ class Recorder:
     With ``path=None`` rows are kept in memory only (handy in notebooks and tests).
     """
 
-    def __init__(self, path: str | Path | None, *, labels: dict[str, type] | None = None, chunk_rows: int = 100_000):
+    def __init__(
+        self,
+        path: str | Path | None,
+        *,
+        labels: dict[str, type] | None = None,
+        chunk_rows: int = 100_000,
+        flush_interval_s: float | None = None,
+    ):
         labels = dict(labels or {})
         for name, typ in labels.items():
             if name in BASE_COLUMNS:
@@ -45,6 +53,13 @@ class Recorder:
         self.labels = labels
         self.path = Path(path) if path is not None else None
         self.chunk_rows = int(chunk_rows)
+        # Also flush when this much wall time passed since the last flush (a live run's rows
+        # reach readers such as `society serve` within about that long), or 1/200 of the
+        # time since the start if longer: a 10-hour run writes ~1300 parts, not 36000.
+        # None: flush by rows only.
+        self.flush_interval_s = flush_interval_s
+        self._last_flush = self._created = _time.monotonic()
+        self.latest_time: float | None = None  # the largest time recorded so far
         self._buf: list[dict[str, np.ndarray]] = []
         self._buffered = 0
         self._parts = 0
@@ -74,8 +89,22 @@ class Recorder:
             cols[k] = np.broadcast_to(np.asarray(v, dtype=object if self.labels[k] is str else self.labels[k]), (n,))
         self._buf.append(cols)
         self._buffered += n
-        if self._buffered >= self.chunk_rows:
+        if n:
+            t = float(np.max(cols["time"]))
+            if np.isfinite(t) and (self.latest_time is None or t > self.latest_time):
+                self.latest_time = t
+        if self._buffered >= self.chunk_rows or (self.flush_interval_s is not None and self._flush_due()):
             self.flush()
+
+    def _flush_due(self) -> bool:
+        now = _time.monotonic()
+        wait = max(self.flush_interval_s or 0.0, (now - self._created) / 200)
+        return self.path is not None and now - self._last_flush >= wait
+
+    @property
+    def rows_recorded(self) -> int:
+        """Rows recorded so far, flushed or still buffered."""
+        return self.rows_written + self._buffered
 
     def _table(self) -> pa.Table:
         arrays = []
@@ -90,6 +119,7 @@ class Recorder:
 
     def flush(self) -> None:
         """Write buffered rows as one complete Parquet part (atomic rename)."""
+        self._last_flush = _time.monotonic()
         if not self._buf:
             return
         table = self._table()

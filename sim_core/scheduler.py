@@ -10,6 +10,11 @@ coroutine handlers change shared state only through the effect they return.
 
 Events of a :func:`batched` handler that fall in one moment are merged into one call with
 the concatenated agent ids: a cohort acts once for all its due agents, not once per agent.
+
+The queue is data: handlers registered by name (:meth:`Scheduler.handle`) let
+:meth:`Scheduler.snapshot` write ``(now, sequence, queue)`` as plain values, and
+:meth:`Scheduler.restore` rebuild it in a new process whose handlers were registered under
+the same names. That is what run checkpoints stand on (``sim_core.checkpoint``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Event", "EventError", "Process", "Scheduler", "batched"]
+__all__ = ["Event", "EventError", "Process", "Scheduler", "SnapshotError", "batched"]
+
+
+class SnapshotError(RuntimeError):
+    """The queue holds something that cannot be saved as data (an unregistered handler)."""
 
 
 class EventError(RuntimeError):
@@ -130,6 +139,16 @@ class Scheduler:
         self._counter = itertools.count()
         self._cancelled: set[int] = set()  # seqs of cancelled events still in the heap
         self._stop_reason: str | None = None
+        self.handlers: dict[str, Callable[..., Any]] = {}
+        self.on_moment: Callable[[], Any] | None = None  # called after each moment (checkpoints)
+
+    def handle(self, name: str, handler: Callable[..., Any]) -> Callable[..., Any]:
+        """Register ``handler`` under ``name`` so that events calling it can be saved by
+        :meth:`snapshot` and rebuilt by :meth:`restore`. Returns the handler."""
+        if name in self.handlers and self.handlers[name] is not handler:
+            raise ValueError(f"handler name '{name}' is already registered to another handler")
+        self.handlers[name] = handler
+        return handler
 
     # -- scheduling -------------------------------------------------------------------
     def at(
@@ -209,6 +228,61 @@ class Scheduler:
             cancelled.discard(heapq.heappop(heap).seq)
         return heap[0].time if heap else math.inf
 
+    # -- saving and restoring ---------------------------------------------------------
+    def _handler_name(self, handler: Callable[..., Any], event: Event) -> str:
+        for name, fn in self.handlers.items():
+            if fn is handler:
+                return name
+        raise SnapshotError(
+            f"event '{event.label}' at t={event.time:g} calls a handler that is not registered; "
+            f"register it with scheduler.handle(name, handler) before saving"
+        )
+
+    def snapshot(self) -> dict[str, Any]:
+        """The clock and the live queue as plain data: handler names, args, agents."""
+        events = []
+        for ev in sorted(self._heap):
+            if ev.seq in self._cancelled:
+                continue
+            proc = getattr(ev.handler, "__self__", None)
+            if isinstance(proc, Process) and ev.handler == proc._fire:
+                entry = {"process": self._handler_name(proc.handler, ev), "interval": proc.interval, "args": proc.args}
+            else:
+                entry = {"handler": self._handler_name(ev.handler, ev), "args": ev.args}
+            entry.update(time=ev.time, priority=ev.priority, seq=ev.seq, agents=ev.agents, name=ev.name)
+            events.append(entry)
+        return {"now": self.now, "next_seq": self._peek_counter(), "dispatched": self.dispatched, "events": events}
+
+    def _peek_counter(self) -> int:
+        nxt = next(self._counter)
+        self._counter = itertools.count(nxt)
+        return nxt
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """Replace the clock and queue by a :meth:`snapshot`'s; handlers are looked up by
+        name in this scheduler's registry (register them first)."""
+        heap: list[Event] = []
+        for e in snap["events"]:
+            key = e.get("process") or e["handler"]
+            if key not in self.handlers:
+                raise SnapshotError(f"saved event '{e.get('name') or key}' calls handler '{key}', which is not registered")
+            fn = self.handlers[key]
+            args = tuple(e["args"])
+            if "process" in e:
+                proc = Process(self, float(e["interval"]), fn, args, int(e["priority"]), e["name"])
+                handler, args = proc._fire, ()
+            else:
+                handler = fn
+            ev = _new_event(Event, (float(e["time"]), int(e["priority"]), int(e["seq"]), handler, args, e["agents"], e["name"]))
+            if "process" in e:
+                proc.next = ev
+            heap.append(ev)
+        heapq.heapify(heap)
+        self._heap, self._cancelled = heap, set()
+        self.now = float(snap["now"])
+        self.dispatched = int(snap["dispatched"])
+        self._counter = itertools.count(int(snap["next_seq"]))
+
     # -- running ----------------------------------------------------------------------
     def run(
         self,
@@ -277,6 +351,8 @@ class Scheduler:
                 if result is not None:
                     await self._settle([ev], [result])
                 done += 1
+            if self.on_moment is not None and (not heap or heap[0][0] != t or heap[0][1] != ev[1]):
+                self.on_moment()
             if self._stop_reason is not None or (predicate is not None and predicate()):
                 break
         if not heap:

@@ -83,6 +83,11 @@ class NetworkGameConfig(BaseModel):
         "imitation of a neighbour's policy (with 'beta')"
     )
     lr: float = Field(0.05, gt=0, description="learned agents: learning rate")
+    shard: bool | None = Field(
+        None, description="split the agent axis over all devices with jax.sharding (one "
+        "population larger than a device); default: when more than one device is visible. "
+        "Results are the same either way"
+    )
 
     @field_validator("strategies")
     @classmethod

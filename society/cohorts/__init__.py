@@ -3,6 +3,7 @@
 from society.cohorts.base import Cohort
 from society.cohorts.learned import POPULATION_RULES, RULES, LearnedCohort
 from society.cohorts.llm import LLMCohort
+from society.cohorts.mesa import MesaCohort, run_mesa
 from society.cohorts.rules import (
     BUILTINS,
     DEFAULT_PARAMS,
@@ -24,10 +25,12 @@ __all__ = [
     "Cohort",
     "LLMCohort",
     "LearnedCohort",
+    "MesaCohort",
     "RuleCohort",
     "StrategyFn",
     "agent_bits",
     "agent_keys",
     "agent_uniform",
     "parse_mix",
+    "run_mesa",
 ]

@@ -227,6 +227,7 @@ class LLMClient:
             raise TypeError(f"config must be an LLMConfig, got {type(config).__name__}")
         self.config = config
         self.usage = Usage()
+        self.in_flight = 0  # network calls awaiting a reply now (live progress)
         self.budget_exhausted = False
         self.budget_message: str | None = None
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
@@ -457,6 +458,7 @@ class LLMClient:
         for attempt in range(cfg.max_retries + 1):
             async with self._per_model or contextlib.nullcontext(), self._global:
                 self.usage.total["network_calls"] += 1
+                self.in_flight += 1
                 try:
                     reply = await self._transport.send(params)
                 except TransportError as e:
@@ -464,6 +466,8 @@ class LLMClient:
                 else:
                     self.usage.total["network_cost_usd"] += reply.cost_usd
                     return reply
+                finally:
+                    self.in_flight -= 1
             if not error.retryable or attempt == cfg.max_retries:
                 if attempt > 0:
                     raise TransportError(

@@ -72,8 +72,30 @@ async def open_client(
         else:
             cfg = config_from_options(options, run_dir=run_dir, **overrides)
         client = await stack.enter_async_context(LLMClient(cfg, liveness=liveness))
+        watch_progress(client)
         yield client
         report_to_run(client)
+
+
+def progress_section(client: LLMClient) -> dict[str, Any]:
+    """The client's part of the run's live progress: calls in flight and done, tokens, cost."""
+    total = client.usage.total
+    return {
+        "in_flight": client.in_flight,
+        "requests": int(total["requests"]),
+        "network_calls": int(total["network_calls"]),
+        "tokens": int(total["tokens"]),
+        "cost_usd": float(total["cost_usd"]),
+        "failures": int(total["failures"]),
+    }
+
+
+def watch_progress(client: LLMClient, ctx: RunContext | None = None) -> None:
+    """Publish the client's use in the run's live progress (``llm`` section of
+    progress.json, the `society run` progress bar); :func:`open_client` calls it."""
+    ctx = ctx if ctx is not None else current_run()
+    if ctx is not None and ctx.progress is not None:
+        ctx.progress.add_source("llm", lambda: progress_section(client))
 
 
 def report_to_run(client: LLMClient, ctx: RunContext | None = None) -> None:
