@@ -1,0 +1,180 @@
+"""Headline metrics pinned for a fixed seed, one small mixed (rules + learned) run per scenario.
+
+These guard refactors that must not change behaviour (one vocabulary, one driver, the
+scheduler as the clock): the values were recorded before them. A deliberate change of a
+scenario's dynamics updates its pin here, in the same commit, and says why.
+"""
+
+import math
+
+import pytest
+
+import scenarios
+
+CASES = {
+    "network-game": {
+        "agents": 100,
+        "steps": 20,
+        "graph": "random-regular",
+        "degree": 4,
+        "agent_type": "mixed",
+        "split": "rules:3,learned:1",
+        "lr": 0.1,
+    },
+    "division-of-labour": {
+        "agents": 30,
+        "steps": 60,
+        "agent_type": "mixed",
+        "split": "rules:1,learned:1",
+        "learned_lr": 0.1,
+        "record_from": 20,
+    },
+    "donor-game": {
+        "agents": "mixed",
+        "split": "rules:1,learned:1",
+        "agents_per_generation": 12,
+        "generations": 3,
+        "rounds": 4,
+        "learning_rate": 0.1,
+    },
+    "epidemic": {
+        "agents": "mixed",
+        "split": "rules:1,learned:1",
+        "population": 200,
+        "days": 20,
+        "learned_lr": 0.1,
+    },
+    "indirect-reciprocity": {
+        "agents": "mixed",
+        "split": "rules:1,learned:1",
+        "population": 30,
+        "encounters": 300,
+        "average_from": 100,
+    },
+    "market": {
+        "agents": "mixed",
+        "split": "rules:1,learned:1",
+        "firms": 4,
+        "consumers": 20,
+        "periods": 10,
+        "learning_rate": 0.1,
+    },
+    "public-goods": {
+        "agents": "mixed",
+        "split": "rules:1,learned:1",
+        "population": 16,
+        "rounds": 5,
+        "learning_rate": 0.1,
+    },
+    "commons": {
+        "agents": "mixed",
+        "split": "rules:1,learned:1",
+        "population": 5,
+        "periods": 6,
+        "learning_rate": 0.1,
+    },
+    "skill-society": {
+        "agents": "mixed",
+        "split": "rules:1,learned:1",
+        "population": 40,
+        "steps": 10,
+        "generations": 1,
+        "learning_rate": 0.1,
+    },
+}
+
+# Recorded with seed 7, two replicates.
+PINS = {
+    "network-game": {
+        "cooperation.learned": [0.4316379427909851, 0.5075345039367676],
+        "cooperation.rules": [0.0, 0.0],
+        "cooperator_fraction": [0.10790948569774628, 0.1268836259841919],
+    },
+    "division-of-labour": {
+        "dol_index": [0.28233956738989785, 0.2878775996618639],
+        "task_entropy": [0.5852842584213004, 0.32454155497219184],
+    },
+    "donor-game": {
+        "mean_resources": [33.426350131786116, 25.623520374298096],
+        "donation_fraction": [0.590552149456509, 0.4608072131234667],
+        "punishment_rate": [0.0, 0.0],
+    },
+    "epidemic": {
+        "attack_rate": [0.485, 0.415],
+        "peak_prevalence": [0.13499999046325684, 0.09999999403953552],
+        "peak_day": [13.0, 18.0],
+        "mean_contact": [0.7828865585689776, 0.7797980217541117],
+        "attack_rate.rules": [0.56, 0.49],
+        "mean_contact.rules": [1.0, 1.0],
+        "attack_rate.learned": [0.41, 0.34],
+        "mean_contact.learned": [0.5657731171379553, 0.5595960435082233],
+        "attack_rate.llm": [math.nan, math.nan],
+        "mean_contact.llm": [math.nan, math.nan],
+    },
+    "indirect-reciprocity": {
+        "cooperation_rate": [0.8156667166948318, 0.464000024497509],
+        "payoff.disc": [0.7909332610666752, 0.4832000174373388],
+        "payoff.learned": [0.6772666289657354, 0.3520000139903277],
+    },
+    "market": {
+        "price_volatility": [0.16765888230190826, 0.38245969987136735],
+        "consumer_welfare": [0.6403873044252395, 1.4171245819330214],
+        "fraud_rate": [0.0, 0.0],
+        "crash_rate": [0.1, 0.4],
+        "price.rules": [1.5000000238418578, 1.3902564644813538],
+        "profit.rules": [3.842500364780426, 0.43762909173965453],
+        "price.learned": [2.8438621163368225, 2.910412812530558],
+        "profit.learned": [0.0, -3.427635067710071],
+        "price.llm": [math.nan, math.nan],
+        "profit.llm": [math.nan, math.nan],
+    },
+    "public-goods": {
+        "contribution_rate": [0.490806782245636, 0.5121343672275543],
+        "welfare": [25.88968162536621, 26.14561233520508],
+        "grouped_share": [1.0, 1.0],
+        "contribution_rate.rules": [0.5095107614994049, 0.5240171670913696],
+        "welfare.rules": [25.9449462890625, 26.19345817565918],
+        "contribution_rate.learned": [0.47210278511047366, 0.5002515614032745],
+        "welfare.learned": [25.83441619873047, 26.09776611328125],
+    },
+    "commons": {
+        "survival_time": [6.0, 6.0],
+        "sustainability": [0.8333333333333334, 0.8],
+        "gini_harvest": [0.11191098078386452, 0.04572972763218086],
+        "survived": [1.0, 1.0],
+        "efficiency": [0.9428035318851471, 0.9243551325798035],
+        "catch_per_agent": [56.568211913108826, 55.46130795478821],
+        "sustainability.rules": [1.0, 1.0],
+        "catch_per_agent.rules": [59.46365451812744, 53.22712230682373],
+        "sustainability.learned": [0.5833333333333333, 0.5],
+        "catch_per_agent.learned": [52.2250480055809, 58.812586426734924],
+    },
+    "skill-society": {
+        "heldout_gain": [0.26906045675277707, 0.27271554470062254],
+        "ood_gain": [0.0656199425458908, 0.06667854785919189],
+        "train_gain": [0.32927857637405394, 0.3328112721443176],
+        "transfer_ratio": [0.8171210520757649, 0.8194300119208834],
+        "artifact_reuse_rate": [0.44749999046325684, 0.49000000953674316],
+        "plasticity": [0.6726511318586598, 0.6817888515921108],
+        "forgetting": [-0.26906043887138364, -0.2727154850959778],
+        "dol_index": [0.24904798991073407, 0.23156239921854177],
+        "niches": [4.0, 3.0],
+        "train_gain.rules": [0.3381175637245178, 0.34462758302688595],
+        "heldout_gain.rules": [0.27398921251297, 0.28105396032333374],
+        "ood_gain.rules": [0.06681881248950958, 0.06874418258666992],
+        "train_gain.learned": [0.3204395890235901, 0.32099496126174926],
+        "heldout_gain.learned": [0.2641317009925842, 0.2643771290779114],
+        "ood_gain.learned": [0.06442107260227203, 0.06461291313171386],
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_headline_metrics_are_pinned(name):
+    result = scenarios.run(name, seed=7, replicates=2, write=False, **CASES[name])
+    got = {k: v["values"] for k, v in result.summary["metrics"].items()}
+    assert sorted(got) == sorted(PINS[name])
+    for metric, want in PINS[name].items():
+        # 1e-5 relative: the same computation on another CPU may reorder float sums
+        # (vector width), which moves the last digits of float32 results, not more.
+        assert got[metric] == pytest.approx(want, rel=1e-5, abs=1e-7, nan_ok=True), metric
