@@ -12,6 +12,9 @@ STAMP := $(VENV)/.installed
 # to pyproject.toml's dependencies; set-up refuses a lock older than them (DEPS_HASH).
 LOCKED_EXTRAS := dev bench local-llm ray
 UV_VERSION := 0.13.8
+# pytest-xdist workers for `make test` (auto: one per core); each test file stays on one worker,
+# so a file's fixtures are built once. `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= auto
 DEPS_HASH = $(PYTHON) -c 'import hashlib, json, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 	d = [p.get("requires-python"), p["dependencies"]] + [p["optional-dependencies"][e] for e in "$(LOCKED_EXTRAS)".split()]; \
 	print(hashlib.sha256(json.dumps(d).encode()).hexdigest()[:16])'
@@ -63,7 +66,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py

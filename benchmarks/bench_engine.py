@@ -42,9 +42,9 @@ def framework_rate(n: int, steps: int, repeats: int) -> float:
     from scenarios.network_game.config import NetworkGameConfig
     from scenarios.network_game.model import chunk_length
 
-    kw = dict(write=False, graph="random-regular", agents=n, degree=K, game="donation", b=B, c=C,
+    kw = dict(write=False, graph="random-regular", population=n, degree=K, game="donation", b=B, c=C,
               update="fermi", beta=BETA, synchronous=True, record_every=10_000, seed=1)
-    base = chunk_length(NetworkGameConfig(agents=n, steps=10**9))
+    base = chunk_length(NetworkGameConfig(population=n, steps=10**9))
 
     def timed(s: int) -> float:
         t = time.perf_counter()

@@ -4,7 +4,7 @@
     python benchmarks/bench_network_scale.py --sizes 1e4 1e5 1e6 --steps 20
     python benchmarks/bench_network_scale.py --replicates      # item 2: 256 seeds vmapped vs in sequence
 
-Each size runs in a FRESH subprocess: ``scenarios.run("network-game", agents=N,
+Each size runs in a FRESH subprocess: ``scenarios.run("network-game", population=N,
 graph="random-regular", degree=4, synchronous=True, steps=S, write=False)`` end to end
 (graph generation, compiled neighbours, S generations, summary), then the process's peak
 resident set (VmHWM from /proc/self/status) is read and divided by N. After that the same
@@ -47,11 +47,11 @@ CHILD = textwrap.dedent(
     from society.topology import make_topology
 
     t = time.perf_counter()
-    res = scenarios.run("network-game", write=False, seed=1, agents=n, steps=steps,
+    res = scenarios.run("network-game", write=False, seed=1, population=n, steps=steps,
                         graph="random-regular", degree=degree, synchronous=True, update=update)
     run_s = time.perf_counter() - t
     peak = hwm()
-    cfg = NetworkGameConfig(agents=n, degree=degree, synchronous=True, update=update)
+    cfg = NetworkGameConfig(population=n, degree=degree, synchronous=True, update=update)
     nb = compile_neighbours(make_topology("random-regular", n, degree=degree, seed=1), True)
     keys = jax.random.split(jax.random.key(0), 1)
     s = initial_strategies(keys[0], n, n // 2)[None]
@@ -99,7 +99,7 @@ def replicates(n: int, reps: int, steps: int) -> None:
     """R seeds as one vmapped run against R one-seed runs in sequence (same process)."""
     import scenarios
 
-    kw = dict(write=False, agents=n, steps=steps, graph="random-regular", degree=4)
+    kw = dict(write=False, population=n, steps=steps, graph="random-regular", degree=4)
     for name, extra in [("network-game", dict(kw, synchronous=True)), ("network-game", kw)]:
         scenarios.run(name, seed=0, replicates=reps, **extra)  # compile both shapes
         scenarios.run(name, seed=0, replicates=1, **extra)

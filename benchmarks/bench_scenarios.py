@@ -173,7 +173,7 @@ def main() -> None:
     for n in sizes:
         short, long = (5, 25) if n >= 1_000_000 else (10, 50 if n <= 1_000 else 60)
         fw = framework_seconds_per_step(
-            "epidemic", "days", short, long, 2 if n >= 1_000_000 else repeats, population=n, **EPI
+            "epidemic", "steps", short, long, 2 if n >= 1_000_000 else repeats, population=n, **EPI
         )
         row(f"N={n:.0e}", n, 1, fw, epidemic_numpy(n, long - short, repeats))
 
@@ -185,7 +185,7 @@ def main() -> None:
     for n, reps in cases:
         long = {1_000: 105, 10_000: 55, 1_000_000: 15}.get(n * reps, 25)
         fw = framework_seconds_per_step(
-            "public-goods", "rounds", 5, long, repeats if n * reps <= 10_000 else 2,
+            "public-goods", "steps", 5, long, repeats if n * reps <= 10_000 else 2,
             population=n, replicates=reps,
         )  # fmt: skip
         row(f"N={n:.0e} x {reps} reps", n * reps, 1, fw, public_goods_numpy(n, reps, 20, repeats))
@@ -194,7 +194,7 @@ def main() -> None:
     for lakes in [100] if quick else [100, 1_000, 10_000]:
         fw = framework_seconds_per_step(
             "commons",
-            "periods",
+            "steps",
             12,
             120 if lakes <= 100 else 60,
             repeats,
@@ -207,7 +207,7 @@ def main() -> None:
     for markets in [100] if quick else [100, 1_000, 10_000]:
         fw = framework_seconds_per_step(
             "market",
-            "periods",
+            "steps",
             5,
             {100: 45, 1_000: 25}.get(markets, 15),
             repeats,

@@ -1,7 +1,7 @@
 """Sweep benchmark: 8 grid points with 2 workers (Ray tasks) against 1 worker (in process).
 
     python benchmarks/bench_sweep.py                 # network-game, 8 values of b
-    python benchmarks/bench_sweep.py --agents 2500 --steps 400 --workers 2
+    python benchmarks/bench_sweep.py --population 2500 --steps 400 --workers 2
 
 Both sweeps run the same points (``network-game``, ``b`` in 8 values, the same seed) into
 fresh directories in one session. One worker runs the points here, one after another
@@ -34,15 +34,15 @@ def sweep_seconds(out: Path, grid: dict, base: dict, workers: int, seed: int) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", type=int, default=8)
-    parser.add_argument("--agents", type=int, default=2500)
+    parser.add_argument("--population", type=int, default=2500)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     grid = {"b": [round(1.05 + 0.1 * i, 2) for i in range(args.points)]}
-    base = {"agents": args.agents, "steps": args.steps}
+    base = {"population": args.population, "steps": args.steps}
     print(
-        f"network-game, {args.points} points (b = {grid['b']}), agents={args.agents}, steps={args.steps}"
+        f"network-game, {args.points} points (b = {grid['b']}), population={args.population}, steps={args.steps}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -20,7 +20,7 @@ for norm in ("image-scoring", "standing", "stern-judging"):
         b=1.0,
         c=0.3,
         population=100,
-        encounters=30 if SMALL else 300,
+        steps=30 if SMALL else 300,
         average_from=10 if SMALL else 50,
     )
     m = res.summary["metrics"]

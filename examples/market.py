@@ -14,7 +14,7 @@ SMALL = os.environ.get("SOCIETY_EXAMPLE_SMALL") == "1"  # a tiny run (tests/test
 for reentry in (None, 0.5):
     res = scenarios.run(
         "market", seed=1, replicates=1 if SMALL else 3, write=False, agents="rules", sybil=1,
-        reentry_rating=reentry, periods=5 if SMALL else 30,
+        reentry_rating=reentry, steps=5 if SMALL else 30,
     )  # fmt: skip
     print(f"reentry_rating={reentry}:")
     print(res.headline().to_string(index=False))

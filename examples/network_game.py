@@ -12,7 +12,7 @@ SMALL = os.environ.get("SOCIETY_EXAMPLE_SMALL") == "1"  # a tiny run (tests/test
 for b in (2.0, 8.0):  # below and above k = 4
     res = scenarios.run(
         "network-game", seed=1, replicates=1 if SMALL else 4, write=False, graph="random-regular",
-        agents=200 if SMALL else 2000, degree=4, game="donation", b=b, c=1.0, update="death-birth",
+        population=200 if SMALL else 2000, degree=4, game="donation", b=b, c=1.0, update="death-birth",
         selection=0.1, steps=20 if SMALL else 300, average_from=10 if SMALL else 200,
     )  # fmt: skip
     m = res.summary["metrics"]["cooperator_fraction"]

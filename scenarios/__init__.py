@@ -239,26 +239,19 @@ def sweep(
     )  # fmt: skip
 
 
-STEP_FIELDS = ("steps", "days", "rounds", "periods")
-"""The fields that count a scenario's time steps, first match wins (``society scale``)."""
-
-
 def population_field(scenario: str) -> str:
-    """The config field that sets a scenario's number of agents: ``agents`` where it is an
-    integer (network-game, division-of-labour), ``population`` elsewhere."""
-    fields = config_class(scenario).model_fields
-    for name in ("agents", "population"):
-        if name in fields and fields[name].annotation is int:
-            return name
-    raise ConfigError(f"scenario '{scenario}' has no integer 'agents' or 'population' parameter; give --population-field")
+    """The config field that sets a scenario's number of agents: ``population`` in every
+    built-in scenario (scenarios.fields.PopulationFields); a user's study may differ."""
+    if "population" in config_class(scenario).model_fields:
+        return "population"
+    raise ConfigError(f"scenario '{scenario}' has no 'population' parameter; give --population-field")
 
 
 def steps_field(scenario: str) -> str:
-    fields = config_class(scenario).model_fields
-    for name in STEP_FIELDS:
-        if name in fields:
-            return name
-    raise ConfigError(f"scenario '{scenario}' has none of the step parameters {', '.join(STEP_FIELDS)}; give --steps-field")
+    """The config field that counts a scenario's time steps: ``steps`` in every built-in one."""
+    if "steps" in config_class(scenario).model_fields:
+        return "steps"
+    raise ConfigError(f"scenario '{scenario}' has no 'steps' parameter; give --steps-field")
 
 
 def scale(

@@ -143,7 +143,7 @@ def run_cmd(
     Example:
 
     \b
-        society run network-game --set agents=400 --set steps=50 --seed 1 --replicates 4
+        society run network-game --set population=400 --set steps=50 --seed 1 --replicates 4
         society run examples/boltzmann_study.py:Boltzmann --set population=50 --out runs/b
     """
     from sim_core.experiment import load_config_file
@@ -279,7 +279,7 @@ def sweep_cmd(
     """Run a scenario at every point of a parameter grid: one run directory per point under
     OUT/points/, and OUT/sweep.parquet (and .csv) with each point's headline metrics (mean,
     95% CI). Rerunning with the same arguments skips finished points. Example: society sweep
-    network-game --grid b=1.2,1.5,1.8 --grid update=fermi,imitation --set agents=400
+    network-game --grid b=1.2,1.5,1.8 --grid update=fermi,imitation --set population=400
     --replicates 5 --seed 1 --workers 4 --out sweeps/b"""
     from sim_core.experiment import load_config_file
 
@@ -310,7 +310,7 @@ def scale_cmd(
     steps: Annotated[int | None, typer.Option(help="steps per run (default: the scenario's); runs also take 2x this to get the marginal cost of a step", min=1)] = None,
     seed: Annotated[int, typer.Option(help="root random seed", min=0, max=MAX_SEED)] = 0,
     marginal: Annotated[bool, typer.Option("--marginal/--no-marginal", help="also run 2x steps and report the marginal time per step")] = True,
-    population_field: Annotated[str | None, typer.Option("--population-field", help="parameter that sets the number of agents (default: agents or population)")] = None,
+    population_field: Annotated[str | None, typer.Option("--population-field", help="parameter that sets the number of agents (default: population)")] = None,
     steps_field: Annotated[str | None, typer.Option("--steps-field", help="parameter that sets the number of steps (default: steps, days, rounds or periods)")] = None,
     out: Annotated[Path, typer.Option(help="directory for scale.parquet, scale.csv, scale.png, scale.json")] = Path("scale"),
 ) -> None:
@@ -347,7 +347,7 @@ def serve_cmd(
     Example:
 
     \b
-        society run network-game --set agents=2000 --set steps=20000 --out runs/ng &
+        society run network-game --set population=2000 --set steps=20000 --out runs/ng &
         society serve runs/ng --port 8765    # then open http://127.0.0.1:8765/
     """
     from sim_core.dashboard import serve

@@ -1,21 +1,27 @@
-"""Config fields that every scenario shares, as pydantic types (pure Python: `society list`
-and `society describe` must not import jax).
+"""One vocabulary for every scenario: the shared config fields, as pydantic mixins (pure
+Python: `society list` and `society describe` must not import jax).
 
-    class MyConfig(BaseModel):
+    class MyConfig(SharedConfig):  # PopulationFields, LearningFields and LLMFields
+        population: int = Field(50, ge=2, description=...)  # a scenario's own default
         graph: Graph = Field("random-regular", description=...)
-        split: Split = Field("rules:8,learned:1,llm:1", description=...)
+
+Every registered config inherits the three mixins (a test checks), so `agents` is always
+the kind of agent, `population` its number, `learning_rate` the learned agents' step size
+and `llm_*` the LLM settings. Names that scenarios used before are refused with a
+one-line error naming the new one (:data:`RENAMED`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from society.mix import parse_weights
 
-# Kinds of agent a population mixes (`agents=mixed` / `agent_type=mixed` with a `split`).
+# Kinds of agent a population mixes (`agents=mixed` with a `split`).
 KINDS = ("rules", "learned", "llm")
 # Named graphs scenario configs accept (built by society.topology.make_topology from a
 # `degree`, `rewire`, `neighbourhood` and `periodic`), besides an edge-list file.
@@ -48,3 +54,105 @@ def _check_graph(name: str) -> str:
 
 Split = Annotated[str, AfterValidator(_check_split)]
 Graph = Annotated[str, AfterValidator(_check_graph)]
+
+
+Kind = Literal["rules", "learned", "llm", "mixed"]
+
+# Old name -> new name, for every scenario (issue 14's one vocabulary). A config refuses an
+# old name unless it still has a field of that name.
+RENAMED: dict[str, str] = {
+    "agent_type": "agents",
+    "lr": "learning_rate",
+    "learned_lr": "learning_rate",
+    "agents_per_generation": "population",
+    "firms": "population",
+    "rounds": "steps",
+    "encounters": "steps",
+    "periods": "steps",
+    "days": "steps",
+    "record_from": "average_from",
+    "temperature": "llm_temperature",
+    "budget_tokens": "llm_budget_tokens",
+    "memory": "llm_memory",
+    "llm_history": "llm_memory",
+}
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return False
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+class StudyConfig(BaseModel):
+    """Base of a scenario config: unknown parameters are refused, renamed ones are named."""
+
+    model_config = ConfigDict(extra="forbid")
+    renamed: ClassVar[dict[str, str]] = {}  # a scenario's own renames, besides RENAMED
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_old_names(cls, values: Any) -> Any:
+        if not isinstance(values, dict):
+            return values
+        for old, new in {**RENAMED, **cls.renamed}.items():
+            if old in values and old not in cls.model_fields:
+                raise PydanticCustomError(
+                    "renamed", "parameter '{old}' is now called '{new}'", {"old": old, "new": new}
+                )
+        kind = values.get("agents")
+        if _is_number(kind):
+            raise PydanticCustomError(
+                "renamed",
+                "'agents' is the kind of agent (rules, learned, llm or mixed); the number of "
+                "agents is 'population' (got agents={kind})",
+                {"kind": repr(kind)},
+            )
+        return values
+
+
+class PopulationFields(StudyConfig):
+    """Who the agents are and how many."""
+
+    agents: Kind = Field(
+        "rules", description="kind of agent: rules, learned, llm, or mixed (see split)"
+    )
+    split: Split | None = Field(
+        None,
+        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
+        "(counts by largest remainder); ignored otherwise",
+    )
+    population: int = Field(100, ge=2, description="number of agents N")
+
+    @model_validator(mode="after")
+    def _mixed_needs_split(self) -> PopulationFields:
+        if self.agents == "mixed" and self.split is None:
+            raise ValueError("agents=mixed needs a split, e.g. 'rules:8,learned:1,llm:1'")
+        return self
+
+
+class LearningFields(StudyConfig):
+    """How learned agents learn."""
+
+    learning_rate: float = Field(0.05, gt=0.0, description="learned agents: step size of their updates")
+
+
+class LLMFields(StudyConfig):
+    """How LLM agents are asked (the model itself is a run option: --llm, --api-base)."""
+
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature")
+    llm_max_tokens: int = Field(96, gt=0, description="LLM agents: reply limit in tokens")
+    llm_budget_tokens: int | None = Field(
+        None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
+    )
+
+
+class SharedConfig(LLMFields, LearningFields, PopulationFields):
+    """The base of every scenario config (fields listed: population, learning, then LLM)."""
+
+
+SHARED_MIXINS = (PopulationFields, LearningFields, LLMFields)

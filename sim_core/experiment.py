@@ -71,14 +71,12 @@ class Scenario:
 
     def horizon(self, config: Any) -> tuple[float, str] | None:
         """The last moment of a run and its unit, for progress and ETA (None: unknown). By
-        default ``steps`` x ``generations``, or ``steps``, or ``rounds`` of the config."""
-        steps, gens, rounds = (getattr(config, k, None) for k in ("steps", "generations", "rounds"))
+        default ``steps`` x ``generations``, or ``steps`` (the shared vocabulary)."""
+        steps, gens = (getattr(config, k, None) for k in ("steps", "generations"))
         if isinstance(steps, int) and isinstance(gens, int):
             return float(steps * gens), "moments"
         if isinstance(steps, int):
             return float(steps), "steps"
-        if isinstance(rounds, int) and gens is None:
-            return float(rounds), "rounds"
         return None
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: Any) -> list[Path]:
@@ -182,6 +180,8 @@ def _describe_error(err: dict, config_cls: type[pydantic.BaseModel]) -> str:
         accepted = ", ".join(config_cls.model_fields)
         return f"unknown parameter '{loc}'; accepted: {accepted}"
     msg = err.get("msg", "invalid value")
+    if err.get("type") == "renamed":  # scenarios.fields.StudyConfig: an old parameter name
+        return msg
     if err.get("type") == "value_error":
         msg = msg.removeprefix("Value error, ")
     if "input" in err and err.get("type") != "missing" and not isinstance(err["input"], dict):

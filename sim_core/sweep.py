@@ -1,7 +1,7 @@
 """Parameter sweeps: one run directory per grid point, a combined table, resumable, on Ray.
 
     from sim_core.sweep import run_sweep
-    result = run_sweep(MyScenario, {"b": [1.2, 1.5], "agents": [100, 400]}, out="sweeps/b",
+    result = run_sweep(MyScenario, {"b": [1.2, 1.5], "population": [100, 400]}, out="sweeps/b",
                        seed=1, replicates=5, workers=4)
     result.table  # one row per point x headline metric
 

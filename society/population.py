@@ -15,7 +15,7 @@ all async (LLM) cohorts together.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -25,6 +25,40 @@ import pandas as pd
 from society.cohorts.base import Cohort, Pytree
 
 LINEAGE_COLUMNS = ("child", "parent", "second_parent", "slot", "generation", "op", "time")
+KINDS = ("rules", "learned", "llm")  # the kinds of agent a config's `agents` / `split` name
+
+
+def kinds_of(cfg: Any, rng: np.random.Generator | int, n: int | None = None) -> np.ndarray:
+    """The kind of each of ``n`` agents (default ``cfg.population``) as an object array:
+    all ``cfg.agents``, or with ``agents=mixed`` the ``cfg.split`` counted by largest
+    remainder and shuffled with ``rng`` (scenarios draw one per replicate)."""
+    from society.cohorts.rules import parse_mix  # jax-heavy module: imported when used
+
+    n = cfg.population if n is None else n
+    if cfg.agents != "mixed":
+        return np.full(n, cfg.agents, dtype=object)
+    return parse_mix(cfg.split, n, rng).astype(object)
+
+
+def uses_llm(cfg: Any, n: int | None = None) -> bool:
+    """Whether any agent is an LLM agent (the counts of a split do not depend on the shuffle)."""
+    return bool((kinds_of(cfg, 0, n) == "llm").any())
+
+
+def build_population(
+    kinds: np.ndarray,
+    ids: np.ndarray,
+    make: Mapping[str, Callable[[np.ndarray], Cohort]],
+    *,
+    capacity: int | None = None,
+) -> Population:
+    """One cohort per kind present, in :data:`KINDS` order: ``make[kind](ids of that kind)``.
+    The one population builder of every scenario; ``make`` holds its cohort factories."""
+    kinds, ids = np.asarray(kinds).ravel(), np.asarray(ids).ravel()
+    missing = sorted(set(kinds.tolist()) - set(make))
+    if missing:
+        raise ValueError(f"no cohort factory for kind(s) {', '.join(missing)}; this scenario has {', '.join(make)}")
+    return Population([make[k](ids[kinds == k]) for k in KINDS if (kinds == k).any()], capacity=capacity)
 
 
 class Population:

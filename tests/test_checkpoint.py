@@ -25,7 +25,7 @@ from sim_core.scheduler import Scheduler, SnapshotError
 
 SOCIETY = str(Path(sys.executable).with_name("society"))
 # 2000 agents, synchronous updating: 20 moments of 1000 generations, a checkpoint after each.
-GAME = {"agents": 2000, "steps": 20000, "synchronous": True, "record_every": 10}
+GAME = {"population": 2000, "steps": 20000, "synchronous": True, "record_every": 10}
 SEED = 3
 
 

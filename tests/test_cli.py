@@ -27,7 +27,7 @@ def test_list_and_describe(capsys):
     assert len(lines) == len(__import__("scenarios").names())
     assert main(["describe", "network-game"]) == 0
     out = capsys.readouterr().out
-    for param in ("graph", "agents", "update", "selection", "init_cooperators", "average_from"):
+    for param in ("graph", "population", "update", "selection", "init_cooperators", "average_from"):
         assert param in out
 
 
@@ -39,14 +39,14 @@ def test_list_does_not_import_jax():
 
 def test_run_writes_run_directory(tmp_path: Path):
     cfg = tmp_path / "params.toml"
-    cfg.write_text('agents = 64\nsteps = 5\ngraph = "cycle"\n')
+    cfg.write_text('population = 64\nsteps = 5\ngraph = "cycle"\n')
     out = tmp_path / "run"
     res = society("run", "network-game", "--config", str(cfg), "--set", "update=fermi",
                   "--set", "synchronous=true", "--seed", "3", "--replicates", "2", "--out", str(out))
     assert res.returncode == 0, res.stderr
     assert "cooperator_fraction" in res.stdout and str(out) in res.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["config"]["agents"] == 64 and summary["config"]["update"] == "fermi"
+    assert summary["config"]["population"] == 64 and summary["config"]["update"] == "fermi"
     assert summary["config"]["graph"] == "cycle" and summary["seed"] == 3
     assert len(summary["metrics"]["cooperator_fraction"]["values"]) == 2
     assert (out / "plots" / "cooperator_fraction.png").exists()
@@ -55,15 +55,15 @@ def test_run_writes_run_directory(tmp_path: Path):
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["run", "network-game", "--set", "agnets=10"], "unknown parameter 'agnets'; accepted: graph, agents"),
+        (["run", "network-game", "--set", "popluation=10"], "unknown parameter 'popluation'; accepted: agents, split, population"),
         (["run", "network-game", "--set", "update=vote"], "invalid value for 'update'"),
-        (["run", "network-game", "--set", "agents=-5"], "invalid value for 'agents'"),
+        (["run", "network-game", "--set", "population=-5"], "invalid value for 'population'"),
         (["run", "network-game", "--set", "agents"], "--set expects KEY=VALUE"),
         (["run", "network-game", "--seed", "abc"], "'--seed'"),
         (["run", "network-game", "--config", "/nonexistent.toml"], "does not exist"),
         (["run", "chess"], "unknown scenario 'chess'; available: "),
         (["describe", "chess"], "unknown scenario 'chess'"),
-        (["run", "network-game", "--set", "graph=lattice", "--set", "agents=50", "--set", "steps=1"], "square"),
+        (["run", "network-game", "--set", "graph=lattice", "--set", "population=50", "--set", "steps=1"], "square"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_with_status_2(args, needle):

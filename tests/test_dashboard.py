@@ -51,7 +51,7 @@ def live_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("dash") / "live"
     cmd = [
         sys.executable, "-m", "scenarios.cli", "run", "network-game",
-        "--set", "agents=2000", "--set", "steps=40000", "--set", "synchronous=true", "--set", "game=snowdrift",
+        "--set", "population=2000", "--set", "steps=40000", "--set", "synchronous=true", "--set", "game=snowdrift",
         "--out", str(run_dir),
     ]  # fmt: skip
     env = {**os.environ, "CI": "1", "JAX_PLATFORMS": "cpu"}

@@ -476,7 +476,7 @@ def test_fuzzed_edge_lists_through_the_cli(tmp_path):
         except ValueError:
             valid = False
         assume(not valid)
-        argv = ["run", "network-game", "--set", f"graph={path}", "--set", f"agents={agents}",
+        argv = ["run", "network-game", "--set", f"graph={path}", "--set", f"population={agents}",
                 "--set", "steps=1", "--out", str(fresh(tmp_path, "out"))]  # fmt: skip
         rc, _, err = cli(argv)
         assert path.name in assert_one_line_error(rc, err, argv)
@@ -627,7 +627,7 @@ def test_corrupt_cache_through_the_cli_replay(tmp_path, good_cache):
         "scenario": "division-of-labour",
         "seed": 0,
         "replicates": 1,
-        "config": {"agents": 4, "steps": 2, "record_from": 0, "agent_type": "llm"},
+        "config": {"population": 4, "steps": 2, "average_from": 0, "agents": "llm"},
         "options": {"llm": "openai/test-model"},
     }
     (run_dir / "summary.json").write_text(json.dumps(summary))
@@ -646,8 +646,8 @@ def test_corrupt_cache_through_the_cli_replay(tmp_path, good_cache):
 def finished_run(tmp_path_factory) -> Path:
     """A real (tiny) run's directory: metrics, summary and plots."""
     out = tmp_path_factory.mktemp("runs") / "dol"
-    rc, _, err = cli(["run", "division-of-labour", "--set", "agents=8", "--set", "steps=4",
-                      "--set", "record_from=0", "--set", "record_every=1", "--out", str(out)])  # fmt: skip
+    rc, _, err = cli(["run", "division-of-labour", "--set", "population=8", "--set", "steps=4",
+                      "--set", "average_from=0", "--set", "record_every=1", "--out", str(out)])  # fmt: skip
     assert rc == 0, err
     assert (out / "summary.json").exists() and any((out / "metrics.parquet").iterdir())
     return out
@@ -658,13 +658,13 @@ def test_out_at_an_existing_run_directory_changes_nothing(finished_run, tmp_path
     with one line and leaves every file byte-identical; so do the Python API and replay."""
     before = snapshot(finished_run)
 
-    valid = ["--set", "agents=8", "--set", "steps=4", "--set", "record_from=0"]
+    valid = ["--set", "population=8", "--set", "steps=4", "--set", "average_from=0"]
     rc, _, err = cli(["run", "division-of-labour", *valid, "--out", str(finished_run)])
     assert "exists and is not empty" in assert_one_line_error(rc, err)
     rc, _, err = cli(["replay", str(finished_run), "--out", str(finished_run)])
     assert "exists and is not empty" in assert_one_line_error(rc, err)
     with pytest.raises(ConfigError, match="exists and is not empty"):
-        scenarios.run("division-of-labour", out=finished_run, agents=8, steps=4, record_from=0)
+        scenarios.run("division-of-labour", out=finished_run, population=8, steps=4, average_from=0)
 
     @fuzz(40)
     @given(run_argvs(st.just("division-of-labour")))

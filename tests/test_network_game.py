@@ -88,7 +88,7 @@ def _ring_with_chords(n):
 def test_every_rule_keeps_uniform_populations_uniform(update, sync):
     for init in (0.0, 1.0):
         res = scenarios.run(
-            "network-game", write=False, agents=64, steps=3, update=update, synchronous=sync,
+            "network-game", write=False, population=64, steps=3, update=update, synchronous=sync,
             init_cooperators=init, graph="small-world", game="snowdrift",
         )
         assert res.summary["metrics"]["cooperator_fraction"]["values"] == [init]
@@ -100,7 +100,7 @@ def test_nowak_may_1992_spatial_chaos_regimes():
     cooperator share settles at 12 ln 2 - 8 = 0.318 (spatial chaos); for b < 1.8 cooperators
     hold most of the lattice; for b > 2 defectors take over."""
     common = dict(
-        graph="lattice", agents=80 * 80, neighbourhood="moore", self_interaction=True,
+        graph="lattice", population=80 * 80, neighbourhood="moore", self_interaction=True,
         update="best-neighbour", game="pd", R=1.0, S=0.0, P=0.0, init_cooperators=0.9,
         steps=250, average_from=150,
     )
@@ -126,7 +126,7 @@ def _rho(**kw) -> tuple[float, list[float]]:
 
 def test_neutral_fixation_probability_is_one_over_n():
     """With w = 0 a single mutant fixes with probability exactly 1/N (neutral drift)."""
-    rho, _ = _rho(graph="cycle", agents=20, b=3.0, selection=0.0, seed=5, replicates=1500)
+    rho, _ = _rho(graph="cycle", population=20, b=3.0, selection=0.0, seed=5, replicates=1500)
     # Binomial sd at p = 0.05, n = 1500 is 0.0056: a 3.5-sigma band.
     assert abs(rho - 1 / 20) < 0.02
 
@@ -136,15 +136,15 @@ def test_ohtsuki_2006_b_over_c_greater_than_k_for_death_birth():
     cooperator fixes with probability above 1/N when b/c exceeds k (finite-N threshold
     (N - 2) / (N/k - 2): 2.25 for the 20-cycle, 4.46 for a 4-regular graph of 60)."""
     for graph, n, k, reps in (("cycle", 20, 2, 600), ("random-regular", 60, 4, 600)):
-        hi, hi_ci = _rho(graph=graph, agents=n, degree=k, b=2.0 * k + 1, selection=0.1, seed=1, replicates=reps)
-        lo, lo_ci = _rho(graph=graph, agents=n, degree=k, b=k / 2 + 0.5, selection=0.1, seed=2, replicates=reps)
+        hi, hi_ci = _rho(graph=graph, population=n, degree=k, b=2.0 * k + 1, selection=0.1, seed=1, replicates=reps)
+        lo, lo_ci = _rho(graph=graph, population=n, degree=k, b=k / 2 + 0.5, selection=0.1, seed=2, replicates=reps)
         # The 95% intervals must exclude the neutral 1/N on the predicted side.
         assert hi_ci[0] > 1 / n, (graph, hi, hi_ci)
         assert lo_ci[1] < 1 / n, (graph, lo, lo_ci)
 
 
 def test_same_seed_same_output_whatever_the_batching():
-    kw = dict(write=False, agents=100, steps=20, update="fermi", graph="scale-free", replicates=3)
+    kw = dict(write=False, population=100, steps=20, update="fermi", graph="scale-free", replicates=3)
     def rows(**extra):  # batches record replicate by replicate: compare in a canonical order
         df = scenarios.run("network-game", **kw, **extra).metrics
         return df.sort_values(["replicate", "time", "metric"], kind="stable").reset_index(drop=True)
@@ -155,7 +155,7 @@ def test_same_seed_same_output_whatever_the_batching():
 
 
 def test_records_and_average_from():
-    res = scenarios.run("network-game", write=False, agents=50, steps=10, record_every=3, average_from=5, replicates=2)
+    res = scenarios.run("network-game", write=False, population=50, steps=10, record_every=3, average_from=5, replicates=2)
     df = res.metrics
     assert sorted(df["time"].unique().tolist()) == [0.0, 3.0, 6.0, 9.0, 10.0]
     assert set(df["replicate"]) == {0, 1}
@@ -170,8 +170,8 @@ def test_records_and_average_from():
         ({"game": "pd", "T": 0.5}, "not a pd game"),
         ({"update": "best-neighbour", "synchronous": False}, "synchronous by definition"),
         ({"init_cooperators": 1.5}, "init_cooperators"),
-        ({"graph": "lattice", "agents": 50}, "agents"),
-        ({"graph": "random-regular", "agents": 11, "degree": 3}, "even"),
+        ({"graph": "lattice", "population": 50}, "agents"),
+        ({"graph": "random-regular", "population": 11, "degree": 3}, "even"),
     ],
 )
 def test_bad_parameters(params, needle):
@@ -192,7 +192,7 @@ def test_santos_pacheco_2005_scale_free_networks_favour_cooperation():
         frac = {}
         for graph in ("scale-free", "random-regular"):
             res = scenarios.run(
-                "network-game", seed=2, replicates=2, write=False, graph=graph, agents=1000, degree=4,
+                "network-game", seed=2, replicates=2, write=False, graph=graph, population=1000, degree=4,
                 update="proportional", steps=800, average_from=500, game=game, **payoffs,
             )
             frac[graph] = res.summary["metrics"]["cooperator_fraction"]["mean"]
@@ -203,7 +203,7 @@ def test_rule_mixes_by_hand():
     """One round per generation; rule agents give 0 or 1. All-ALLC on a 4-regular graph with
     b=5, c=1 earns (b - c) k = 16 each; TFT starts from 0.5 cooperation around it, which
     counts as 'most neighbours cooperated', so TFT agents cooperate for ever."""
-    kw = dict(write=False, agents=60, steps=3, graph="random-regular", b=5.0, c=1.0)
+    kw = dict(write=False, population=60, steps=3, graph="random-regular", b=5.0, c=1.0)
     for spec, coop, payoff in (("allc:1", 1.0, 16.0), ("alld:1", 0.0, 0.0), ("tft:1", 1.0, 16.0)):
         res = scenarios.run("network-game", strategies=spec, **kw)
         df = res.metrics
@@ -215,7 +215,7 @@ def test_rule_agents_imitate_strategies_and_defectors_spread():
     """ALLD earns b * (cooperating neighbours) without paying, so under Fermi imitation with
     a strong beta it takes over a well-mixed-ish random graph."""
     res = scenarios.run(
-        "network-game", write=False, agents=200, steps=60, graph="random-regular", b=2.0, c=1.0,
+        "network-game", write=False, population=200, steps=60, graph="random-regular", b=2.0, c=1.0,
         strategies="allc:1,alld:1", beta=5.0, seed=3,
     )
     df = res.metrics
@@ -228,8 +228,8 @@ def test_learned_agents_learn_that_defection_pays_in_the_donation_game():
     gradient pushes its donation level down: the mean falls from about 0.5. Deterministic for
     the fixed seed; the 0.1 drop is about a third of what this seed shows after 150 rounds."""
     res = scenarios.run(
-        "network-game", write=False, agents=200, steps=150, agent_type="learned", learning="reinforce",
-        lr=0.1, b=5.0, c=1.0, seed=1,
+        "network-game", write=False, population=200, steps=150, agents="learned", learning="reinforce",
+        learning_rate=0.1, b=5.0, c=1.0, seed=1,
     )
     coop = res.metrics.query("metric == 'cooperator_fraction'").sort_values("time")["value"].to_numpy()
     assert coop[:10].mean() - coop[-10:].mean() > 0.1
@@ -248,7 +248,7 @@ def test_mixed_population_with_llm_agents_against_the_test_server():
     srv = TestServer(reply=reply).start_in_thread()
     try:
         res = scenarios.run(
-            "network-game", write=False, agents=40, steps=3, agent_type="mixed",
+            "network-game", write=False, population=40, steps=3, agents="mixed",
             split="rules:2,learned:1,llm:1", llm="openai/test-model", api_base=srv.url + "/v1", seed=2,
         )
     finally:
@@ -265,22 +265,22 @@ def test_mixed_population_with_llm_agents_against_the_test_server():
 @pytest.mark.parametrize(
     "params,needle",
     [
-        ({"agent_type": "mixed", "split": "rules:1,robots:1"}, "invalid value for 'split'.*accepted: rules, learned, llm"),
+        ({"agents": "mixed", "split": "rules:1,robots:1"}, "invalid value for 'split'.*accepted: rules, learned, llm"),
         ({"strategies": "allc:1,nosuch:1"}, "nosuch"),
-        ({"agent_type": "learned", "until": "fixation"}, "until=fixation"),
+        ({"agents": "learned", "until": "fixation"}, "until=fixation"),
     ],
 )
 def test_bad_cohort_parameters(params, needle):
     with pytest.raises(ConfigError, match=needle):
-        scenarios.run("network-game", write=False, steps=1, agents=20, **params)
+        scenarios.run("network-game", write=False, steps=1, population=20, **params)
 
 
 def test_graph_from_an_edge_list_file(tmp_path):
     path = tmp_path / "square.txt"
     path.write_text("# a 4-cycle\n0 1\n1 2\n2 3\n3 0\n")
-    res = scenarios.run("network-game", write=False, graph=str(path), agents=4, steps=2, init_cooperators=1.0)
+    res = scenarios.run("network-game", write=False, graph=str(path), population=4, steps=2, init_cooperators=1.0)
     assert res.summary["config"]["graph"] == str(path)
     assert res.summary["metrics"]["cooperator_fraction"]["values"] == [1.0]
     path.write_text("0 1\n1 x\n")
     with pytest.raises(ConfigError, match="square.txt:2"):
-        scenarios.run("network-game", write=False, graph=str(path), agents=4, steps=2)
+        scenarios.run("network-game", write=False, graph=str(path), population=4, steps=2)

@@ -86,7 +86,7 @@ SHARDED = textwrap.dedent(
     out = {}
     for sync in (True, False):
         for shard in (False, True):
-            res = scenarios.run("network-game", write=False, seed=7, agents=400, steps=6,
+            res = scenarios.run("network-game", write=False, seed=7, population=400, steps=6,
                                 replicates=2, synchronous=sync, shard=shard)
             m = res.metrics
             m = m[m["metric"] == "cooperator_fraction"].sort_values(["replicate", "time"])

@@ -22,7 +22,7 @@ from society.llm.client import failure_kind
 from society.llm.testserver import FaultPlan, TestServer
 
 # 40 agents, split 2:1:1 -> 10 LLM agents; 3 rounds -> 30 LLM decisions.
-GAME = {"agents": 40, "steps": 3, "agent_type": "mixed", "split": "rules:2,learned:1,llm:1"}
+GAME = {"population": 40, "steps": 3, "agents": "mixed", "split": "rules:2,learned:1,llm:1"}
 SETS = [arg for k, v in GAME.items() for arg in ("--set", f"{k}={v}")]
 
 
@@ -132,7 +132,7 @@ def test_a_clean_run_completes_with_exit_0(tmp_path: Path, capsys) -> None:
 
 def test_a_bad_threshold_is_one_line_with_status_2() -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["run", "network-game", "--max-fallback-rate", "1.5", "--set", "agents=16"])
+        main(["run", "network-game", "--max-fallback-rate", "1.5", "--set", "population=16"])
     assert exc.value.code == 2
 
 

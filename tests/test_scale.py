@@ -45,11 +45,11 @@ def test_fit_exponent():
 
 
 def test_population_and_steps_fields():
-    assert scenarios.population_field("network-game") == "agents"
-    assert scenarios.population_field("division-of-labour") == "agents"
+    assert scenarios.population_field("network-game") == "population"
+    assert scenarios.population_field("division-of-labour") == "population"
     assert scenarios.population_field("public-goods") == "population"
     assert scenarios.steps_field("network-game") == "steps"
-    assert scenarios.steps_field("epidemic") == "days"
+    assert scenarios.steps_field("epidemic") == "steps"
 
 
 def test_scale_table_plot_and_exponent(tmp_path, capsys):
@@ -92,6 +92,9 @@ def test_scale_bad_input(tmp_path, capsys):
             main(["scale", f"{study}:Toy", *extra, "--out", str(tmp_path / "never")])
         err = capsys.readouterr().err
         assert exc.value.code == 2 and message in err and err.count("\n") == 1, err
+    # Every built-in scenario has a 'population' field now: a study without one is asked for it.
+    sized = tmp_path / "sized.py"
+    sized.write_text(TOY.replace("population", "size"))
     with pytest.raises(SystemExit):
-        main(["scale", "market", "--population", "10", "--out", str(tmp_path / "never")])
+        main(["scale", f"{sized}:Toy", "--population", "10", "--out", str(tmp_path / "never")])
     assert "--population-field" in capsys.readouterr().err

@@ -116,7 +116,7 @@ def test_fixed_rule_agents_collapse_in_the_last_month_by_hand():
     # 84 -> 44 -> 68.64; 68.64 -> 28.64 -> 49.077504; 9.077504 left -> 17.3316...; in month 5,
     # the last one, they ask for 40 of 17.33 and share it: nothing is left, the lake collapses.
     lake = dict(agents="rules", population=2, growth_rate=1.0, strategies="fixed", replicates=2)
-    res = run(fixed_harvest=20.0, periods=5, **lake)
+    res = run(fixed_harvest=20.0, steps=5, **lake)
     stock = rows(res, "stock").query("replicate == 0")["value"].to_numpy()
     np.testing.assert_allclose(stock[:4], [100.0, 84.0, 68.64, 49.077504], rtol=1e-6)
     seen, caught, survival = reference(lambda s: [20.0, 20.0], 5)
@@ -125,14 +125,14 @@ def test_fixed_rule_agents_collapse_in_the_last_month_by_hand():
     assert values(res, "sustainability") == [0.0, 0.0]  # 20 > f/N every month
     # GovSim's survival months count the month of the collapse (its analysis code: round + 1
     # of the first stock below 5 t, else 12), so a collapse in the last month scores
-    # `periods` like survival; `survived` (GovSim's collapse flag) tells them apart.
+    # `steps` like survival; `survived` (GovSim's collapse flag) tells them apart.
     assert survival == 5 and values(res, "survival_time") == [5.0, 5.0]
     assert values(res, "survived") == [0.0, 0.0]
     # A season one month shorter ends with 17.33 t in the lake: survived.
-    four = run(fixed_harvest=20.0, periods=4, **lake)
+    four = run(fixed_harvest=20.0, steps=4, **lake)
     assert values(four, "survival_time") == [4.0, 4.0] and values(four, "survived") == [1.0, 1.0]
     # 25 t each: 100 -> 50 left -> 75; 75 -> 25 -> 43.75; month 3 empties it: 3, not survived.
-    early = run(fixed_harvest=25.0, periods=5, **lake)
+    early = run(fixed_harvest=25.0, steps=5, **lake)
     assert reference(lambda s: [25.0, 25.0], 5)[2] == 3
     assert values(early, "survival_time") == [3.0, 3.0] and values(early, "survived") == [0.0, 0.0]
 
@@ -144,7 +144,7 @@ def test_gini_of_unequal_catches_by_hand():
         agents="rules",
         population=2,
         growth_rate=1.0,
-        periods=3,
+        steps=3,
         strategies="fixed:1,proportional:1",
         fixed_harvest=20.0,
         harvest_fraction=0.1,
@@ -290,7 +290,7 @@ def test_llm_fishers_play_the_protocol(server, tmp_path):
     res = llm_run(
         server,
         agents="llm",
-        periods=3,
+        steps=3,
         replicates=2,
         message_chars=50,
         out=tmp_path / "run",
@@ -332,7 +332,7 @@ def test_llm_fishers_of_a_collapsed_lake_are_not_asked():
 
     srv = TestServer(reply=greedy).start_in_thread()
     try:
-        res = run(llm=LLM, api_base=srv.url + "/v1", agents="llm", periods=4, communication=False)
+        res = run(llm=LLM, api_base=srv.url + "/v1", agents="llm", steps=4, communication=False)
     finally:
         srv.stop()
     assert values(res, "survival_time") == [1.0]  # everyone asks 1000: the lake is shared out
@@ -348,7 +348,7 @@ def test_mixed_society_breakdown_by_kind(server):
         split="rules:3,llm:2",
         strategies="fixed",
         fixed_harvest=15.0,
-        periods=2,
+        steps=2,
         replicates=2,
         communication=False,
     )
@@ -365,7 +365,7 @@ def test_mixed_society_breakdown_by_kind(server):
 
 
 def test_budget_stops_the_run_cleanly(server):
-    res = llm_run(server, agents="llm", periods=12, llm_budget_tokens=3000)
+    res = llm_run(server, agents="llm", steps=12, llm_budget_tokens=3000)
     assert res.summary["status"] == "stopped" and "budget" in res.summary["stop_reason"]
     months = rows(res, "stock")["time"].tolist()
     assert 1 <= len(months) < 12
@@ -395,7 +395,7 @@ def test_bad_parameters(params, needle):
 def test_config_documents_every_parameter():
     assert all(f.description for f in CommonsConfig.model_fields.values())
     cfg = CommonsConfig()
-    assert (cfg.population, cfg.capacity, cfg.collapse_threshold, cfg.periods) == (5, 100, 5, 12)
+    assert (cfg.population, cfg.capacity, cfg.collapse_threshold, cfg.steps) == (5, 100, 5, 12)
     assert "commons" in scenarios.names() and "GovSim" in scenarios.summary_line("commons")
 
 

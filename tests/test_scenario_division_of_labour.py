@@ -33,8 +33,8 @@ LLM = {"llm": "openai/test-model"}
 
 def params(**kw) -> Params:
     base = dict(
-        agents=4, tasks=2, delta=1.0, alpha=2.0, quit_prob=0.2, learning=True, xi=10.0,
-        phi=1.0, theta_min=1.0, theta_max=100.0, record_from=0,
+        agents=4, tasks=2, delta=1.0, alpha=2.0, quit_prob=0.2, reinforcement=True, xi=10.0,
+        phi=1.0, theta_min=1.0, theta_max=100.0, average_from=0,
     )  # fmt: skip
     return make_params(**{**base, **kw})
 
@@ -72,8 +72,8 @@ def test_transition_by_hand():
         new.theta, [[6.0, 85.0], [51.0, 51.0], [2.5, 90.0], [31.0, 31.0]], rtol=1e-6
     )
     np.testing.assert_array_equal(new.counts, [[0, 1], [0, 0], [0, 1], [0, 0]])
-    # Without learning thresholds stay; acts before record_from are not counted.
-    frozen = step(params(learning=False, record_from=5), world, engage, met, quit, 4)
+    # Without learning thresholds stay; acts before average_from are not counted.
+    frozen = step(params(reinforcement=False, average_from=5), world, engage, met, quit, 4)
     np.testing.assert_array_equal(frozen.theta, world.theta)
     assert float(frozen.counts.sum()) == 0.0
     # Stimuli never go below 0.
@@ -119,9 +119,9 @@ def test_offer_draws_tasks_uniformly_and_quits_at_quit_prob():
 def test_specialists_emerge_with_threshold_learning_and_not_without():
     """Theraulaz, Bonabeau & Deneubourg (1998): reinforcement splits a colony of identical
     agents into specialists; fixed identical thresholds do not."""
-    kw = dict(seed=7, replicates=4, write=False, agents=50, steps=1500, record_from=750)
-    learn = scenarios.run(NAME, learning=True, **kw).summary["metrics"]
-    fixed = scenarios.run(NAME, learning=False, **kw).summary["metrics"]
+    kw = dict(seed=7, replicates=4, write=False, population=50, steps=1500, average_from=750)
+    learn = scenarios.run(NAME, reinforcement=True, **kw).summary["metrics"]
+    fixed = scenarios.run(NAME, reinforcement=False, **kw).summary["metrics"]
     # With learning, I/H(task) was 0.51-0.75 over these replicates (0.61-0.73 at 100
     # agents): every replicate above 0.3 leaves a wide margin for the between-run spread.
     assert min(learn["dol_index"]["values"]) > 0.3
@@ -136,11 +136,11 @@ def test_specialists_emerge_with_threshold_learning_and_not_without():
 
 # -- the engines agree, whatever the batching -------------------------------------------------
 def test_rule_engine_equals_the_population_engine_and_ignores_batching():
-    kw = dict(seed=3, replicates=2, write=False, agents=8, steps=80, record_from=20)
+    kw = dict(seed=3, replicates=2, write=False, population=8, steps=80, average_from=20)
     kw |= dict(record_every=5, theta_init=20.0, theta_max=100.0)
     fast = scenarios.run(NAME, **kw)
     one_by_one = scenarios.run(NAME, batch_replicates=1, **kw)
-    pop = scenarios.run(NAME, agent_type="mixed", split="rules:1", **kw)
+    pop = scenarios.run(NAME, agents="mixed", split="rules:1", **kw)
     assert fast.summary["metrics"] == one_by_one.summary["metrics"]
     assert fast.summary["metrics"] == pop.summary["metrics"]
     pd.testing.assert_frame_equal(sorted_frame(fast.metrics), sorted_frame(pop.metrics))
@@ -152,8 +152,8 @@ def test_rule_engine_equals_the_population_engine_and_ignores_batching():
 # -- learned agents ---------------------------------------------------------------------------
 def test_learned_agents_learn_to_work_when_demand_exceeds_their_threshold():
     res = scenarios.run(
-        NAME, seed=1, write=False, agents=16, agent_type="learned", learning=False,
-        theta_init=50.0, theta_max=100.0, steps=400, record_from=200, learned_lr=0.2,
+        NAME, seed=1, write=False, population=16, agents="learned", reinforcement=False,
+        theta_init=50.0, theta_max=100.0, steps=400, average_from=200, learning_rate=0.2,
     )  # fmt: skip
     m = res.metrics
     late = m[(m["metric"] == "stimulus") & (m["time"] >= 200)]["value"].mean()
@@ -185,7 +185,7 @@ def test_llm_agents_who_always_work_keep_their_first_task():
     try:
         res = scenarios.run(
             NAME, seed=2, replicates=2, write=False, api_base=srv.url + "/v1", **LLM,
-            agents=6, steps=12, record_from=2, quit_prob=0.0, agent_type="llm", record_every=1,
+            population=6, steps=12, average_from=2, quit_prob=0.0, agents="llm", record_every=1,
         )  # fmt: skip
         requests = srv.requests
     finally:
@@ -228,8 +228,8 @@ def test_llm_prompts_carry_the_demand_and_threshold_they_decide_on():
     srv = TestServer(reply=reply).start_in_thread()
     try:
         res = scenarios.run(
-            NAME, seed=0, write=False, api_base=srv.url + "/v1", **LLM, agents=4, steps=6,
-            record_from=0, learning=False, theta_init=2.5, agent_type="llm", record_every=1,
+            NAME, seed=0, write=False, api_base=srv.url + "/v1", **LLM, population=4, steps=6,
+            average_from=0, reinforcement=False, theta_init=2.5, agents="llm", record_every=1,
             quit_prob=0.0,
         )  # fmt: skip
     finally:
@@ -246,8 +246,8 @@ def test_llm_budget_stops_the_run_cleanly(tmp_path: Path):
     srv = TestServer(reply='{"work": false}').start_in_thread()
     try:
         res = scenarios.run(
-            NAME, out=tmp_path / "run", api_base=srv.url + "/v1", **LLM, agents=4, steps=50,
-            record_from=0, agent_type="llm", llm_budget_tokens=10,
+            NAME, out=tmp_path / "run", api_base=srv.url + "/v1", **LLM, population=4, steps=50,
+            average_from=0, agents="llm", llm_budget_tokens=10,
         )  # fmt: skip
     finally:
         srv.stop()
@@ -261,8 +261,8 @@ def test_mixed_population_each_kind_decides_for_its_agents():
     srv = TestServer(reply='{"work": false}').start_in_thread()
     try:
         res = scenarios.run(
-            NAME, seed=4, write=False, api_base=srv.url + "/v1", **LLM, agents=8, steps=30,
-            record_from=0, theta_init=5.0, theta_max=20.0, agent_type="mixed",
+            NAME, seed=4, write=False, api_base=srv.url + "/v1", **LLM, population=8, steps=30,
+            average_from=0, theta_init=5.0, theta_max=20.0, agents="mixed",
             split="rules:2,learned:1,llm:1",
         )  # fmt: skip
     finally:
@@ -279,8 +279,8 @@ def test_mixed_population_each_kind_decides_for_its_agents():
 # -- configuration and the command line -------------------------------------------------------
 def test_parameters_of_the_issue_are_described():
     names = {r["name"] for r in scenarios.describe(NAME)}
-    issue = {"agents", "tasks", "steps", "theta_init", "record_from", "delta", "alpha"}
-    issue |= {"quit_prob", "learning", "xi", "phi", "theta_min", "theta_max"}
+    issue = {"population", "tasks", "steps", "theta_init", "average_from", "delta", "alpha"}
+    issue |= {"quit_prob", "reinforcement", "xi", "phi", "theta_min", "theta_max"}
     assert issue <= names
     assert "response thresholds" in scenarios.summary_line(NAME).lower()
 
@@ -288,14 +288,14 @@ def test_parameters_of_the_issue_are_described():
 @pytest.mark.parametrize(
     ("params", "needle"),
     [
-        ({"record_from": 10, "steps": 10}, "record_from"),
+        ({"average_from": 10, "steps": 10}, "average_from"),
         ({"theta_init": 2000.0}, "theta_init"),
         ({"theta_min": 5.0, "theta_max": 2.0, "theta_init": 3.0}, "theta_min"),
-        ({"agent_type": "mixed"}, "split"),
-        ({"agent_type": "mixed", "split": "rules:1,bots:1"}, "accepted: rules, learned, llm"),
-        ({"agent_type": "mixed", "split": "rules:0"}, "must not all be 0"),
-        ({"split": "rules:1"}, "only used with agent_type=mixed"),
-        ({"agent_type": "robots"}, "agent_type"),
+        ({"agents": "mixed"}, "split"),
+        ({"agents": "mixed", "split": "rules:1,bots:1"}, "accepted: rules, learned, llm"),
+        ({"agents": "mixed", "split": "rules:0"}, "must not all be 0"),
+        ({"split": "rules:1"}, "only used with agents=mixed"),
+        ({"agents": "robots"}, "agents"),
         ({"quit_prob": 1.5}, "quit_prob"),
         ({"tasks": 1}, "tasks"),
         ({"colony": 3}, "unknown parameter 'colony'"),
@@ -308,13 +308,13 @@ def test_bad_parameters(params, needle):
 
 def test_cli_run_writes_summary_and_plot(tmp_path: Path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", NAME, "--set", "agents=20"]
-    cmd += ["--set", "steps=120", "--set", "record_from=60", "--replicates", "2", "--out", str(out)]
+    cmd = [sys.executable, "-m", "scenarios.cli", "run", NAME, "--set", "population=20"]
+    cmd += ["--set", "steps=120", "--set", "average_from=60", "--replicates", "2", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["metrics"]) == {"dol_index", "task_entropy"}
-    assert summary["config"]["agents"] == 20 and summary["status"] == "completed"
+    assert summary["config"]["population"] == 20 and summary["status"] == "completed"
     assert len(summary["metrics"]["dol_index"]["values"]) == 2
     png = out / "plots" / "division_of_labour.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

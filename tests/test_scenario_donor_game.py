@@ -190,8 +190,8 @@ def test_rule_agents_resource_arithmetic_by_hand():
         "donor-game",
         write=False,
         agents="rules",
-        agents_per_generation=4,
-        rounds=4,
+        population=4,
+        steps=4,
         generations=2,
         give_fraction=0.5,
     )
@@ -238,8 +238,8 @@ def test_llm_agents_play_the_protocol(tmp_path):
         seed=1,
         out=tmp_path / "run",
         agents="llm",
-        agents_per_generation=4,
-        rounds=4,
+        population=4,
+        steps=4,
         generations=2,
     )
     # LLM donors giving half reproduce the rule agents' arithmetic exactly.
@@ -279,8 +279,8 @@ def test_llm_punishment_and_invalid_offers_by_hand():
         reply,
         write=False,
         agents="llm",
-        agents_per_generation=2,
-        rounds=2,
+        population=2,
+        steps=2,
         generations=1,
         punishment=True,
     )
@@ -331,8 +331,8 @@ def test_budget_stops_the_run_cleanly():
         half_reply,
         write=False,
         agents="llm",
-        agents_per_generation=4,
-        rounds=4,
+        population=4,
+        steps=4,
         generations=3,
         llm_budget_tokens=12000,
     )
@@ -350,7 +350,7 @@ def test_budget_stops_the_run_cleanly():
 # -- learned agents, determinism ------------------------------------------------------------------
 def test_learned_agents_same_seed_same_run_whatever_the_batching():
     params = dict(
-        agents="learned", agents_per_generation=4, rounds=4, generations=2, multiplier=3.0
+        agents="learned", population=4, steps=4, generations=2, multiplier=3.0
     )
     a = scenarios.run("donor-game", seed=5, replicates=2, write=False, **params)
     b = scenarios.run("donor-game", seed=5, replicates=2, write=False, batch_replicates=1, **params)
@@ -375,8 +375,8 @@ def test_learned_agents_same_seed_same_run_whatever_the_batching():
 @pytest.mark.parametrize(
     ("params", "needle"),
     [
-        ({"agents_per_generation": 7}, "agents_per_generation must be even"),
-        ({"rounds": 5}, "rounds must be even"),
+        ({"population": 7}, "population must be even"),
+        ({"steps": 5}, "steps must be even"),
         ({"agents": "mixed", "split": "rules:1,bots:2"}, "accepted: rules, learned, llm"),
         ({"split": "rules:-1"}, "must be >= 0"),
         ({"split": "rules:0,llm:0"}, "must not all be 0"),
@@ -392,7 +392,7 @@ def test_bad_parameters(params, needle):
 
 def test_config_documents_every_parameter():
     assert all(f.description for f in DonorGameConfig.model_fields.values())
-    assert DonorGameConfig().agents_per_generation == 12 and DonorGameConfig().rounds == 12
+    assert DonorGameConfig().population == 12 and DonorGameConfig().steps == 12
     assert "donor-game" in scenarios.names()
 
 
@@ -411,8 +411,8 @@ def test_cli_run_writes_summary_and_plots(tmp_path):
     ]
     for kv in (
         "agents=rules",
-        "agents_per_generation=4",
-        "rounds=4",
+        "population=4",
+        "steps=4",
         "generations=3",
         "give_fraction=0.5",
     ):
@@ -422,5 +422,5 @@ def test_cli_run_writes_summary_and_plots(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["metrics"]) == {"mean_resources", "donation_fraction", "punishment_rate"}
     assert summary["metrics"]["mean_resources"]["mean"] == 28.75
-    assert summary["config"]["agents_per_generation"] == 4
+    assert summary["config"]["population"] == 4
     assert (out / "plots" / "mean_resources.png").stat().st_size > 0

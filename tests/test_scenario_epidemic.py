@@ -287,7 +287,7 @@ def test_graph_epidemic_same_seed_same_run_however_batched():
     # counting, so the values per replicate must be identical (learned agents included: their
     # kernels are per agent, with no reduction over the batch). Replicate 0's epidemic ends
     # on day 37 while replicate 1's goes on, so the batched run has covered that case.
-    mix = dict(r0=3.0, days=40, agents="mixed", split="rules:3,learned:1", **GRAPH)
+    mix = dict(r0=3.0, steps=40, agents="mixed", split="rules:3,learned:1", **GRAPH)
     a = scenarios.run("epidemic", seed=7, **mix)
     b = scenarios.run("epidemic", seed=7, batch_replicates=1, **mix)
     assert set(a.summary["metrics"]) == set(b.summary["metrics"])
@@ -303,7 +303,7 @@ def test_graph_epidemic_same_seed_same_run_however_batched():
 
 # -- LLM agents against the test server ------------------------------------------------------------
 def test_llm_archetypes_one_call_per_profile(server, tmp_path):
-    res, calls = llm_run(server, seed=1, out=tmp_path / "run", agents="llm", days=15, **SMALL)
+    res, calls = llm_run(server, seed=1, out=tmp_path / "run", agents="llm", steps=15, **SMALL)
     # Each day one call per distinct (replicate, health known, prevalence buckets, trend):
     # well mixed, at most 3 health states per replicate: far fewer calls than agents.
     per_day = rows(res, "llm_calls")["value"].to_numpy()
@@ -325,7 +325,7 @@ def test_llm_archetypes_one_call_per_profile(server, tmp_path):
 
 
 def test_llm_per_agent_calls_with_exact_numbers(server):
-    res, calls = llm_run(server, seed=2, agents="llm", llm_archetypes=False, days=3, **GRAPH)
+    res, calls = llm_run(server, seed=2, agents="llm", llm_archetypes=False, steps=3, **GRAPH)
     # Every agent draws its own reply: identical prompts (common on day 0, when every healthy
     # agent of a replicate sees the same numbers) go as one call with n = the agents sharing
     # them, so the choices asked for are one per LLM agent per day (with sample_of =
@@ -340,7 +340,7 @@ def test_llm_per_agent_calls_with_exact_numbers(server):
 
 
 def test_mixed_population_breakdown_by_kind(server):
-    mixed = dict(agents="mixed", split="rules:2,learned:1,llm:1", days=20, write=False, **SMALL)
+    mixed = dict(agents="mixed", split="rules:2,learned:1,llm:1", steps=20, write=False, **SMALL)
     res, calls = llm_run(server, seed=3, **mixed)
     m = res.summary["metrics"]
     for kind in ("rules", "learned", "llm"):
@@ -363,7 +363,7 @@ def test_mixed_population_breakdown_by_kind(server):
 
 def test_llm_budget_stops_the_run_cleanly(server):
     res, calls = llm_run(
-        server, agents="llm", days=60, llm_budget_tokens=2000, write=False, **SMALL
+        server, agents="llm", steps=60, llm_budget_tokens=2000, write=False, **SMALL
     )
     assert res.summary["status"] == "stopped" and "budget" in res.summary["stop_reason"]
     assert calls < 60
@@ -385,7 +385,7 @@ def test_llm_budget_stops_the_run_cleanly(server):
         ({"behaviour": "panic"}, "behaviour: unknown entry 'panic'"),
         ({"agents": "mixed", "split": "rules:1,robots:1"}, "split: unknown entry 'robots'"),
         ({"agents": "llms"}, "agents"),
-        ({"agent_type": "llm"}, "unknown parameter 'agent_type'"),
+        ({"agent_type": "llm"}, "parameter 'agent_type' is now called 'agents'"),
         ({"r0": -1}, "r0"),
         ({"graph": "lattice", "population": 10}, "population"),
         ({"colour": "red"}, "unknown parameter 'colour'"),
@@ -427,7 +427,7 @@ def test_cli_run_writes_summary_and_plot(tmp_path):
         "--seed",
         "1",
     ]
-    for kv in ("population=100", "graph=small-world", "degree=4", "r0=3", "days=30"):
+    for kv in ("population=100", "graph=small-world", "degree=4", "r0=3", "steps=30"):
         cmd += ["--set", kv]
     cmd += ["--replicates", "2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -118,7 +118,7 @@ def test_recipients_uniform_over_others():
 
 
 def test_error_free_discriminators_cooperate_fully():
-    res = run(strategies="disc", norm="stern-judging", encounters=30)
+    res = run(strategies="disc", norm="stern-judging", steps=30)
     # Everyone stays good, so every donor gives: exactly N gifts of b at cost c per round.
     assert headline(res, "cooperation_rate").tolist() == [1.0] * R
     np.testing.assert_allclose(headline(res, "payoff.disc"), 1.0 - 0.1, rtol=1e-6)
@@ -127,7 +127,7 @@ def test_error_free_discriminators_cooperate_fully():
 
 def test_unconditional_payoffs():
     b, c, enc = 1.0, 0.1, 200
-    res = run(strategies="allc:1,alld:1", b=b, c=c, encounters=enc)
+    res = run(strategies="allc:1,alld:1", b=b, c=c, steps=enc)
     allc, alld = headline(res, "payoff.allc"), headline(res, "payoff.alld")
     # Exactly: 50 gifts of b at cost c per round among 50 + 50 agents, so allc + alld = b - c.
     np.testing.assert_allclose(allc + alld, b - c, rtol=1e-5)
@@ -150,7 +150,7 @@ def test_config_errors():
     with pytest.raises(ConfigError, match="split.*'humans'"):
         run(agents="mixed", split="rules:1,humans:1")
     with pytest.raises(ConfigError, match="average_from"):
-        run(encounters=10, average_from=10)
+        run(steps=10, average_from=10)
     with pytest.raises(ConfigError, match="'norm'"):
         run(norm="golden-rule")
     with pytest.raises(ConfigError, match="population must be <= 8192"):
@@ -169,14 +169,14 @@ def test_second_order_norms_survive_errors_image_scoring_does_not():
     every refusal is bad, so g' = g(1-e) and cooperation dies out."""
     e = 0.05
     for norm in ("standing", "stern-judging"):
-        res = run(strategies="disc", norm=norm, execution_error=e, encounters=300, average_from=50)
+        res = run(strategies="disc", norm=norm, execution_error=e, steps=300, average_from=50)
         # The round-to-round process is linear in expectation, so the long-run mean is exact;
         # the per-round rate over 100 agents has sd ~0.03, averaged over 250 rounds and 4
         # replicates (weakly autocorrelated) ~0.002: 0.01 is > 4 sd.
         coop = headline(res, "cooperation_rate")
         assert abs(coop.mean() - (1 - e) / (1 + e)) < 0.01, (norm, coop)
     res = run(
-        strategies="disc", norm="image-scoring", execution_error=e, encounters=300, average_from=50
+        strategies="disc", norm="image-scoring", execution_error=e, steps=300, average_from=50
     )
     # (1 - e)^50 = 0.08 of good reputations left at round 50, and 0.95^300 ~ 2e-7 at the end.
     assert headline(res, "cooperation_rate").max() < 0.05
@@ -194,7 +194,7 @@ def test_private_image_scoring_follows_its_exact_decay():
         assessment="private",
         q=q,
         execution_error=e,
-        encounters=12,
+        steps=12,
     )
     f = res.metrics
     g = f[f.metric == "good_share"].pivot(index="replicate", columns="time", values="value")
@@ -212,7 +212,7 @@ def test_justified_defection_hurts_discriminators_only_under_image_scoring():
     refusal is justified and discriminators earn more (Leimar & Hammerstein 2001; Panchanathan
     & Boyd 2003; Ohtsuki & Iwasa 2004)."""
     c = 0.3
-    mix = dict(strategies="disc:6,allc:2,alld:2", b=1.0, c=c, encounters=250, average_from=50)
+    mix = dict(strategies="disc:6,allc:2,alld:2", b=1.0, c=c, steps=250, average_from=50)
     diff = {}
     for norm in ("image-scoring", "standing", "stern-judging"):
         res = run(norm=norm, **mix)
@@ -238,7 +238,7 @@ def test_private_assessment_breaks_stern_judging():
         assessment="private",
         q=0.5,
         execution_error=0.02,
-        encounters=200,
+        steps=200,
         average_from=100,
     )
     sj = headline(run(norm="stern-judging", **kw), "cooperation_rate")
@@ -254,7 +254,7 @@ def test_discriminators_resist_defectors_unless_justified_refusals_are_condemned
     Under binary image scoring a justified refusal makes the refuser bad, other
     discriminators then refuse it in turn, and cooperation drifts down (Panchanathan & Boyd
     2003, the instability of image scoring)."""
-    mix = dict(strategies="disc:49,alld:1", encounters=100, average_from=20)
+    mix = dict(strategies="disc:49,alld:1", steps=100, average_from=20)
     for norm in ("standing", "stern-judging"):
         res = run(norm=norm, **mix)
         # Discs refuse only the 2% defectors: cooperation ~ 0.98 x 0.98 = 0.96 (sd ~0.002).
@@ -271,7 +271,7 @@ def test_discriminators_resist_defectors_unless_justified_refusals_are_condemned
 
 # -- mechanics with each kind of agent ----------------------------------------------------------
 def test_batching_does_not_change_results():
-    kw = dict(strategies="disc:2,random:1,alld:1", norm="stern-judging", encounters=40)
+    kw = dict(strategies="disc:2,random:1,alld:1", norm="stern-judging", steps=40)
     together = run(**kw)
     in_pairs = run(batch_replicates=2, **kw)
     for name in together.summary["metrics"]:
@@ -289,7 +289,7 @@ def test_learned_agents_learn_to_build_reputations_only_by_selection():
         norm="standing",
         b=1.0,
         c=0.3,
-        encounters=300,
+        steps=300,
         average_from=200,
         replicates=2,
     )
@@ -319,7 +319,7 @@ def test_llm_agents_through_the_test_server(tmp_path):
             split="rules:1,llm:1",
             strategies="alld",
             population=8,
-            encounters=5,
+            steps=5,
             norm="stern-judging",
             llm="openai/test-model",
             api_base=srv.url + "/v1",
@@ -356,8 +356,8 @@ def test_llm_budget_stops_the_run_cleanly():
             write=False,
             agents="llm",
             population=4,
-            encounters=50,
-            budget_tokens=2000,
+            steps=50,
+            llm_budget_tokens=2000,
             llm="openai/test-model",
             api_base=srv.url + "/v1",
         )
@@ -383,7 +383,7 @@ def test_cli_run_writes_summary_and_plots(tmp_path):
             "--set",
             "population=50",
             "--set",
-            "encounters=40",
+            "steps=40",
             "--replicates",
             "2",
             "--out",

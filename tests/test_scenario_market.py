@@ -25,7 +25,7 @@ from sim_core.errors import ConfigError
 from society.llm.testserver import TestServer
 
 LLM = "openai/test-model"
-SMALL = dict(firms=3, consumers=20, capacity=8, periods=6)
+SMALL = dict(population=3, consumers=20, capacity=8, steps=6)
 
 
 def rows(result, metric, **labels):
@@ -124,7 +124,7 @@ def test_ratings_reentry_volatility_and_crashes_by_hand():
 
 # -- classic results -------------------------------------------------------------------------------
 def test_undercutting_firms_reach_cost_and_cost_plus_firms_do_not():
-    common = dict(SMALL, agents="rules", periods=24, initial_price=2.0, undercut_step=0.05)
+    common = dict(SMALL, agents="rules", steps=24, initial_price=2.0, undercut_step=0.05)
     bertrand = scenarios.run("market", seed=1, write=False, strategies="undercut", **common)
     index = rows(bertrand, "price_index")["value"].to_numpy()
     # Every firm undercuts the cheapest rival by 0.05 a period: 2.0 - 0.05 t, floored at cost.
@@ -141,7 +141,7 @@ def test_undercutting_firms_reach_cost_and_cost_plus_firms_do_not():
 
 def test_ratings_drive_fraud_down_unless_sybils_reenter():
     common = dict(
-        SMALL, agents="rules", strategies="cost-plus", periods=8, sybil=1, sybil_identities=2
+        SMALL, agents="rules", strategies="cost-plus", steps=8, sybil=1, sybil_identities=2
     )
     no_ratings = scenarios.run("market", seed=2, write=False, ratings=False, **common)
     rated = scenarios.run("market", seed=2, write=False, reentry_rating=None, **common)
@@ -304,7 +304,7 @@ def test_rule_firms_give_identical_results_in_any_replicate_batches():
         ({"strategies": "cost-plus,greedy"}, "accepted: cost-plus, undercut, adaptive"),
         ({"value_min": 3.0, "value_max": 2.0}, "value_max (2.0) must be >= value_min (3.0)"),
         ({"visible": 9}, "visible (9) must be <= the number of listings"),
-        ({"periods": 1}, "periods"),
+        ({"steps": 1}, "steps"),
         ({"initial_price": 5.0}, "initial_price (5.0) must be <= max_price (4.0)"),
         ({"unit_cost": 4.0}, "unit_cost (4.0) must be < max_price (4.0)"),
         ({"colour": "red"}, "unknown parameter 'colour'"),
@@ -324,13 +324,13 @@ def test_config_documents_every_parameter():
 def test_cli_run_writes_summary_and_plots(tmp_path):
     out = tmp_path / "cli"
     cmd = [sys.executable, "-m", "scenarios.cli", "run", "market", "--out", str(out), "--seed", "1"]
-    for kv in ("agents=rules", "firms=3", "consumers=20", "capacity=8", "periods=6", "sybil=1"):
+    for kv in ("agents=rules", "population=3", "consumers=20", "capacity=8", "steps=6", "sybil=1"):
         cmd += ["--set", kv]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert {"price_volatility", "consumer_welfare", "fraud_rate"} <= set(summary["metrics"])
-    assert summary["status"] == "completed" and summary["config"]["firms"] == 3
+    assert summary["status"] == "completed" and summary["config"]["population"] == 3
     assert (out / "plots" / "prices.png").stat().st_size > 0
 
 

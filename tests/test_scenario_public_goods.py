@@ -140,7 +140,7 @@ def test_a_complete_graph_with_random_groups_builds_no_graph():
     # permutation a round. Round 1 of the default mix, by hand: 10000 conditional (0.5), 6000
     # free riders (0), 2000 cooperators and 2000 punishers (1): rate 9000/20000 = 0.45; every
     # group of 4 full, so welfare = e + (r - 1) x mean contribution = 20 + 0.6 x 9 = 25.4.
-    res = scenarios.run(NAME, seed=0, write=False, population=20_000, rounds=1)
+    res = scenarios.run(NAME, seed=0, write=False, population=20_000, steps=1)
     m = res.summary["metrics"]
     assert m["grouped_share"]["values"] == [1.0]
     assert m["contribution_rate"]["values"] == [pytest.approx(0.45, rel=1e-6)]
@@ -150,7 +150,7 @@ def test_a_complete_graph_with_random_groups_builds_no_graph():
 def test_neighbourhood_scenario_on_a_cycle_of_four():
     res = scenarios.run(
         NAME, seed=3, write=False, population=4, graph="cycle", groups="neighbourhood", r=3.0,
-        strategies="cooperator:1,free-rider:1", rounds=2,
+        strategies="cooperator:1,free-rider:1", steps=2,
     )  # fmt: skip
     # Two cooperators and two free riders on a cycle of 4: whatever the placement, each
     # cooperator gets 100/3 and each free rider 140/3 (the groups of the hand test).
@@ -167,7 +167,7 @@ def test_an_isolated_agent_sits_out_of_neighbourhood_groups(tmp_path: Path):
     edges.write_text("0 1\n1 2\n")  # a path 0-1-2; agent 3 has no neighbour
     res = scenarios.run(
         NAME, seed=0, write=False, population=4, graph=str(edges), groups="neighbourhood",
-        r=3.0, strategies="cooperator", rounds=2,
+        r=3.0, strategies="cooperator", steps=2,
     )  # fmt: skip
     m = res.summary["metrics"]
     assert m["grouped_share"]["values"] == [0.75]
@@ -181,7 +181,7 @@ def test_free_riders_drag_conditional_cooperators_down():
     """Fischbacher & Gächter (2010): with conditional cooperators and free riders,
     contributions decline over the rounds."""
     res = scenarios.run(
-        NAME, seed=1, replicates=2, write=False, strategies="conditional:3,free-rider:1", rounds=10,
+        NAME, seed=1, replicates=2, write=False, strategies="conditional:3,free-rider:1", steps=10,
     )  # fmt: skip
     c = per_round(res, "contribution_rate", kind="all")
     # Round 1: 18 conditional cooperators give conditional_start = 0.5, 6 free riders 0.
@@ -210,7 +210,7 @@ def test_punishers_make_free_riding_pay_less():
 
 
 def test_learned_agents_free_ride_when_r_below_n_and_contribute_when_above():
-    kw = dict(seed=0, replicates=2, write=False, agents="learned", population=24, rounds=150)
+    kw = dict(seed=0, replicates=2, write=False, agents="learned", population=24, steps=150)
     kw |= dict(learning_rate=0.1)
     start, end = {}, {}
     for r in (1.6, 6.0):  # n = 4: MPCR 0.4 (free riding dominant) and 1.5 (giving dominant)
@@ -228,7 +228,7 @@ def test_learned_agents_free_ride_when_r_below_n_and_contribute_when_above():
 # -- determinism and batching -----------------------------------------------------------------
 def test_same_seed_same_results():
     kw = dict(seed=5, replicates=2, write=False, agents="mixed", split="rules:1,learned:1")
-    kw |= dict(rounds=4, punishment=True, reward=True, strategies="conditional,punisher,rewarder")
+    kw |= dict(steps=4, punishment=True, reward=True, strategies="conditional,punisher,rewarder")
     a = scenarios.run(NAME, **kw).summary["metrics"]
     b = scenarios.run(NAME, **kw).summary["metrics"]
     assert a == b
@@ -245,7 +245,7 @@ def test_same_seed_same_results():
     ids=["rules", "learned"],
 )
 def test_same_results_whatever_the_batching(kw):
-    kw = dict(replicates=2, write=False, rounds=4, **kw)
+    kw = dict(replicates=2, write=False, steps=4, **kw)
     a = scenarios.run(NAME, **kw).summary["metrics"]
     b = scenarios.run(NAME, batch_replicates=1, **kw).summary["metrics"]
     assert set(a) == set(b)
@@ -284,7 +284,7 @@ def test_llm_agents_contribute_and_punish(server):
     before = len(server.bodies)
     res = scenarios.run(
         NAME, seed=0, write=False, llm="openai/test-model", api_base=server.url + "/v1",
-        agents="llm", population=8, rounds=2, punishment=True,
+        agents="llm", population=8, steps=2, punishment=True,
     )  # fmt: skip
     bodies = server.bodies[before:]
     m = res.summary["metrics"]
@@ -307,7 +307,7 @@ def test_an_agent_alone_sits_the_round_out(server):
     before = len(server.bodies)
     res = scenarios.run(
         NAME, seed=0, write=False, llm="openai/test-model", api_base=server.url + "/v1",
-        agents="llm", population=5, rounds=3, llm_history=2,
+        agents="llm", population=5, steps=3, llm_memory=2,
     )  # fmt: skip
     users = [b["messages"][-1]["content"] for b in server.bodies[before:]]
     # Complete graph, 5 agents, groups of 4: one agent alone each round. It is not asked
@@ -327,7 +327,7 @@ def test_mixed_society_breaks_behaviour_down_by_kind(server):
     res = scenarios.run(
         NAME, seed=1, write=False, llm="openai/test-model",
         api_base=server.url + "/v1", agents="mixed", split="rules:2,learned:1,llm:1",
-        strategies="free-rider", population=8, rounds=3,
+        strategies="free-rider", population=8, steps=3,
     )  # fmt: skip
     m = res.summary["metrics"]
     assert m["contribution_rate.llm"]["values"] == [1.0]  # the server always gives 20
@@ -345,7 +345,7 @@ def test_mixed_society_breaks_behaviour_down_by_kind(server):
 def test_llm_budget_stops_the_run_cleanly(tmp_path: Path, server):
     res = scenarios.run(
         NAME, out=tmp_path / "run", llm="openai/test-model", api_base=server.url + "/v1",
-        agents="llm", population=8, rounds=5, llm_budget_tokens=10,
+        agents="llm", population=8, steps=5, llm_budget_tokens=10,
     )  # fmt: skip
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "stopped" and "budget" in summary["stop_reason"]
@@ -356,7 +356,7 @@ def test_llm_budget_stops_the_run_cleanly(tmp_path: Path, server):
 def test_parameters_of_the_issue_are_described():
     names = {r["name"] for r in scenarios.describe(NAME)}
     issue = {"agents", "split", "population", "graph", "degree", "groups", "group_size", "r"}
-    issue |= {"endowment", "rounds", "punishment", "punishment_cost", "punishment_fine"}
+    issue |= {"endowment", "steps", "punishment", "punishment_cost", "punishment_fine"}
     issue |= {"reward", "reward_cost", "reward_benefit", "strategies"}
     assert issue <= names
     assert "public goods" in scenarios.summary_line(NAME).lower()
@@ -385,7 +385,7 @@ def test_bad_parameters(params, needle):
 def test_cli_run_writes_summary_and_plot(tmp_path: Path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "scenarios.cli", "run", NAME, "--set", "population=8"]
-    cmd += ["--set", "rounds=3", "--replicates", "2", "--out", str(out)]
+    cmd += ["--set", "steps=3", "--replicates", "2", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())

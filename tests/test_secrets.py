@@ -108,7 +108,7 @@ class _KeyedConfig(BaseModel):
     """A few LLM agents answer once; their model server needs an API key."""
 
     model_config = ConfigDict(extra="forbid")
-    agents: int = Field(6, ge=1)
+    population: int = Field(6, ge=1)
     fast_path: bool = True
 
 
@@ -131,12 +131,12 @@ class _Keyed(Scenario):
                 requests = [
                     Request([{"role": "user", "content": f"moment {t:g}, agent {i}: answer"}],
                             schema=_Ask, fallback=_Ask(answer="?"), agent=i, cohort="askers")
-                    for i in range(cfg.agents)
+                    for i in range(cfg.population)
                 ]  # fmt: skip
                 out = await client.complete_many(requests)
                 answered += sum(c.ok for c in out)
                 ctx.recorder.record(t, "answered", answered, replicate=0)
-                record_usage(ctx.recorder, client, t, agents_per_replicate=cfg.agents)
+                record_usage(ctx.recorder, client, t, agents_per_replicate=cfg.population)
         return {"answered": np.array([answered])}
 
 

@@ -53,11 +53,11 @@ def toy(tmp_path):
 
 
 def test_parse_grid_reads_values_like_set():
-    grid = parse_grid(["b=1,2.5,true,fermi", 'strategies=["a:1,b:2", "c"]', "agent-type=rules"])
+    grid = parse_grid(["b=1,2.5,true,fermi", 'strategies=["a:1,b:2", "c"]', "learning-rate=0.1"])
     assert grid == {
         "b": [1, 2.5, True, "fermi"],
         "strategies": ["a:1,b:2", "c"],
-        "agent_type": ["rules"],
+        "learning_rate": [0.1],
     }
     for bad in (["b"], ["b=1,,2"], ["b=1", "b=2"], ["b=1,1"]):
         with pytest.raises(ConfigError):
@@ -163,8 +163,8 @@ def test_bad_input_is_one_line_before_anything_runs(toy, tmp_path, capsys):
         assert exc.value.code == 2 and message in err and err.count("\n") == 1, err
         assert not out.exists()
     with pytest.raises(SystemExit) as exc:  # a built-in scenario's config is checked too
-        main(["sweep", "network-game", "--grid", "agents=100,nope", "--out", str(tmp_path / "ng")])
-    assert exc.value.code == 2 and "invalid value for 'agents'" in capsys.readouterr().err
+        main(["sweep", "network-game", "--grid", "population=100,nope", "--out", str(tmp_path / "ng")])
+    assert exc.value.code == 2 and "invalid value for 'population'" in capsys.readouterr().err
 
 
 def test_ray_path_with_two_workers(toy, tmp_path):

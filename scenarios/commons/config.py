@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Split
+from scenarios.fields import Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 RULE_STRATEGIES = ("sustainable", "greedy", "fixed", "proportional")
@@ -17,12 +17,10 @@ def parse_strategies(spec: str) -> dict[str, float]:
     return parse_weights(spec, RULE_STRATEGIES, "strategies")
 
 
-class CommonsConfig(BaseModel):
+class CommonsConfig(SharedConfig):
     """Common-pool resource (GovSim fishery): logistic regrowth, collapse, talk (Piatti et al. 2024)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "llm",
         description="who fishes: llm (GovSim studies societies of LLM agents; the local model "
         "unless --llm is given), rules (see strategies), learned (small policies trained by "
@@ -58,7 +56,7 @@ class CommonsConfig(BaseModel):
         description="the lake collapses, ending the episode, when fishing leaves fewer than this "
         "many tons (GovSim: 5)",
     )
-    periods: int = Field(12, ge=1, description="months per episode (GovSim: 12)")
+    steps: int = Field(12, ge=1, description="months per episode (GovSim: 12)")
     episodes: int = Field(
         1,
         ge=1,

@@ -44,7 +44,6 @@ Monthly rows (time = month, label ``episode``): ``stock`` before fishing, ``catc
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -62,10 +61,11 @@ from scenarios.fields import KINDS
 from sim_core.experiment import RunContext, Scenario
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
+from society.cohorts.learned import reinforce_cohort
 from society.cohorts.llm import LLMCohort
+from society.driver import budget_reached, drive
 from society.llm import LLMClient, Request
-from society.llm.session import open_client, record_usage
-from society.population import Population
+from society.population import build_population, kinds_of, uses_llm
 
 HEADLINE = ("survival_time", "sustainability", "gini_harvest")
 EXTRA = ("survived", "efficiency", "catch_per_agent")
@@ -111,13 +111,6 @@ def gini_rows(x: np.ndarray) -> np.ndarray:
     return np.where(total > 0, g, 0.0)
 
 
-def split_kinds(cfg: CommonsConfig, rng: np.random.Generator | int) -> np.ndarray:
-    """Kind of each seat of one lake."""
-    if cfg.agents != "mixed":
-        return np.full(cfg.population, cfg.agents, dtype=object)
-    return parse_mix(cfg.split, cfg.population, rng).astype(object)
-
-
 class CommonsLLMCohort(LLMCohort):
     """LLM fishers: prompts rendered by ``render(agent, fields)`` from the lake's state."""
 
@@ -158,16 +151,15 @@ class _Batch:
         self.n, self.b = n, len(reps)
         self.offset = int(reps[0]) * n  # replicate batches are contiguous ranges
         self.gids = np.arange(self.b * n) + self.offset
-        if cfg.agents == "mixed":
-            self.kinds = np.stack([split_kinds(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
-        else:  # no draw: skip the per-replicate generators
-            self.kinds = np.full((self.b, n), cfg.agents, dtype=object)
+        self.kinds = np.stack([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
         flat = self.kinds.ravel()
         self.is_llm = flat == "llm"
         self.is_learned = flat == "learned"
         self.numeric = ~self.is_llm
         self.kind_names = tuple(k for k in KINDS if (flat == k).any())
-        self.pop = Population([self._cohort(k) for k in self.kind_names])
+        self.pop = build_population(
+            self.kinds, self.gids, {"rules": self._rules, "learned": self._learned, "llm": self._llm}
+        )
         self.doubling = cfg.regrowth == "doubling"
         self.names = [prompts.name_of(i) for i in range(n)]
         self.systems = [
@@ -178,7 +170,7 @@ class _Batch:
                 growth_rate=cfg.growth_rate,
                 doubling=self.doubling,
                 collapse_threshold=cfg.collapse_threshold,
-                periods=cfg.periods,
+                periods=cfg.steps,
                 communication=cfg.communication,
             )
             for i in range(n)
@@ -195,7 +187,7 @@ class _Batch:
         )
         self.f0 = f0
         # Learned agents' return unit: a fisher's sustainable catch over an episode.
-        self.unit = cfg.periods * (f0 if f0 > 0 else cfg.capacity) / n
+        self.unit = cfg.steps * (f0 if f0 > 0 else cfg.capacity) / n
         self.last: dict[str, np.ndarray] = {}
         self.t = 0
         self.episodes_done = 0
@@ -207,38 +199,29 @@ class _Batch:
         )
 
     # -- setup -----------------------------------------------------------------------------
-    def _cohort(self, kind: str):
+    def _rules(self, ids: np.ndarray) -> RuleCohort:
         cfg, ctx = self.cfg, self.ctx
-        ids = self.gids[self.kinds.ravel() == kind]
-        if kind == "rules":
-            names = []
-            for i, rep in enumerate(self.reps.tolist()):
-                count = int((self.kinds[i] == "rules").sum())
-                names.append(parse_mix(cfg.strategies, count, ctx.rng.numpy("strategies", rep)))
-            self.strategy = np.full(self.b * self.n, "", dtype=object)
-            self.strategy[self.kinds.ravel() == "rules"] = np.concatenate(names)
-            return RuleCohort(
-                "rules",
-                ids,
-                np.concatenate(names),
-                strategies=RULE_FNS,
-                params={
-                    "fixed": {"amount": cfg.fixed_harvest},
-                    "proportional": {"fraction": cfg.harvest_fraction},
-                },
-            )
-        if kind == "learned":
-            return LearnedCohort(
-                "learned",
-                ids,
-                features=LEARNED_FEATURES,
-                actions="continuous",
-                rule="reinforce",
-                lr=cfg.learning_rate,
-                key=ctx.rng.key("learned-init"),  # draws depend on (key, agent id) only
-            )
-        if self.client is None:
-            raise RuntimeError("LLM agents need an LLM client")
+        names = []
+        for i, rep in enumerate(self.reps.tolist()):
+            count = int((self.kinds[i] == "rules").sum())
+            names.append(parse_mix(cfg.strategies, count, ctx.rng.numpy("strategies", rep)))
+        self.strategy = np.full(self.b * self.n, "", dtype=object)
+        self.strategy[self.kinds.ravel() == "rules"] = np.concatenate(names)
+        return RuleCohort(
+            "rules",
+            ids,
+            np.concatenate(names),
+            strategies=RULE_FNS,
+            params={
+                "fixed": {"amount": cfg.fixed_harvest},
+                "proportional": {"fraction": cfg.harvest_fraction},
+            },
+        )
+
+    def _learned(self, ids: np.ndarray) -> LearnedCohort:
+        return reinforce_cohort(ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+
+    def _llm(self, ids: np.ndarray) -> CommonsLLMCohort:
         return CommonsLLMCohort(
             "llm", ids, self.client, render=self.render, sample_of=lambda a: a // self.n
         )
@@ -248,7 +231,7 @@ class _Batch:
         cfg = self.cfg
         return prompts.situation(
             month=self.month,
-            periods=cfg.periods,
+            periods=cfg.steps,
             stock=float(self.view["stock"][lake]),
             sustainable_share=float(self.view["sustainable_share"][lake]),
             universalization=cfg.universalization,
@@ -330,7 +313,7 @@ class _Batch:
         self.episode = e
         self.stock = np.full(b, self.cfg.start_stock, np.float32)
         self.alive = np.ones(b, bool)
-        self.survival = np.full(b, self.cfg.periods, np.int64)
+        self.survival = np.full(b, self.cfg.steps, np.int64)
         self.caught = np.zeros((b, n))
         self.over = np.zeros((b, n))
         self.positive = np.zeros((b, n))
@@ -341,7 +324,7 @@ class _Batch:
     async def step(self) -> None:
         """One month in every lake of the batch: observe, talk, act, fish, record."""
         cfg, b, n = self.cfg, self.b, self.n
-        e, m = divmod(self.t, cfg.periods)
+        e, m = divmod(self.t, cfg.steps)
         if m == 0:
             self._begin_episode(e)
         self.month = m + 1
@@ -350,14 +333,14 @@ class _Batch:
             cfg.capacity,
             cfg.growth_rate,
             float(self.month),
-            float(cfg.periods),
+            float(cfg.steps),
             n,
             doubling=self.doubling,
         )
         alive_agents = np.repeat(self.alive, n)
         if cfg.communication and self.is_llm.any():
             await self._discuss(np.flatnonzero(self.is_llm & alive_agents))
-            if self._budget_spent():
+            if budget_reached(self.client, self.ctx, self.sim):
                 return
         obs = {k: np.repeat(v, n) for k, v in self.view.items()}
         due = np.flatnonzero(self.numeric | alive_agents)
@@ -384,22 +367,15 @@ class _Batch:
             feats = {f: obs[f][mask] for f in LEARNED_FEATURES}
             self.decisions.append((np.flatnonzero(mask), feats, raw[mask]))
         self.stock, self.alive = np.asarray(stock), np.asarray(alive)
-        if m == cfg.periods - 1 or not self.alive.any():
+        if m == cfg.steps - 1 or not self.alive.any():
             self._end_episode(e)
-            self.t = (e + 1) * cfg.periods
+            self.t = (e + 1) * cfg.steps
             if e == cfg.episodes - 1:
                 self.sim.stop("done")
                 return
         else:
             self.t += 1
-        self._budget_spent()
-
-    def _budget_spent(self) -> bool:
-        if self.client is not None and self.client.budget_exhausted:
-            self.ctx.stop_reason = self.client.budget_message or "LLM budget reached"
-            self.sim.stop(self.ctx.stop_reason)
-            return True
-        return False
+        budget_reached(self.client, self.ctx, self.sim)
 
     def _account(self, asked: np.ndarray, out: dict[str, np.ndarray], new_stock: np.ndarray):
         """Fold one month into the episode's tallies and record its rows (living lakes)."""
@@ -447,9 +423,9 @@ class _Batch:
             "survival_time": self.survival.astype(float),
             "sustainability": 1.0 - over_usage,
             "gini_harvest": gini_rows(caught),
-            "survived": (self.survival == cfg.periods) & self.alive,
+            "survived": (self.survival == cfg.steps) & self.alive,
             "efficiency": (
-                np.minimum(1.0, caught.sum(axis=1) / (cfg.periods * self.f0))
+                np.minimum(1.0, caught.sum(axis=1) / (cfg.steps * self.f0))
                 if self.f0 > 0
                 else np.full(b, np.nan)
             ),
@@ -498,36 +474,22 @@ class Commons(Scenario):
     headline = HEADLINE
     labels = {"episode": int, "agent": int, "kind": str, "cohort": str}
 
-    def run(self, cfg: CommonsConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
-        return asyncio.run(self._arun(cfg, ctx))
+    def horizon(self, config: CommonsConfig) -> tuple[float, str] | None:
+        """Months of one episode; unknown with several (time restarts each episode)."""
+        return (float(config.steps), "months") if config.episodes == 1 else None
 
-    async def _arun(self, cfg: CommonsConfig, ctx: RunContext) -> dict[str, np.ndarray]:
-        kinds = split_kinds(cfg, 0)  # the counts of a split do not depend on the shuffle
+    def run(self, cfg: CommonsConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
+        kinds = kinds_of(cfg, 0)  # the counts of a split do not depend on the shuffle
         keys = list(HEADLINE + EXTRA)
         if cfg.agents == "mixed":
             keys += [f"{m}.{k}" for k in KINDS if (kinds == k).any() for m in BY_KIND]
-        out = {k: np.full(ctx.replicates, np.nan) for k in keys}
-        opened = open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            max_tokens=cfg.llm_max_tokens,
-            temperature=cfg.llm_temperature,
-            budget_tokens=cfg.llm_budget_tokens,
-            needed=(kinds == "llm").any(),
-        )
-        async with opened as client:
-            for reps in ctx.replicate_batches():
-                batch = _Batch(cfg, ctx, reps, client)
-                await batch.run()
-                for k, v in batch.last.items():
-                    out[k][reps] = v
-                if ctx.stop_reason:
-                    break
-            if client is not None:
-                record_usage(
-                    ctx.recorder, client, float(cfg.episodes), agents_per_replicate=cfg.population
-                )
-        return out
+
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            b = _Batch(cfg, ctx, reps, client)
+            await b.run()
+            return {k: b.last.get(k, np.full(len(reps), np.nan)) for k in keys}, float(cfg.episodes)
+
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: CommonsConfig) -> list[Path]:
         """One figure: the stock month by month (last episode; capacity and collapse line),
@@ -568,7 +530,7 @@ class Commons(Scenario):
         if config.episodes > 1:
             for metric in HEADLINE:
                 sub = episodes[episodes["metric"] == metric].groupby("time")["value"].mean()
-                scale = config.periods if metric == "survival_time" else 1.0
+                scale = config.steps if metric == "survival_time" else 1.0
                 ax.plot(sub.index, sub.values / scale, marker="o", ms=3, label=metric)
             ax.set_xlabel("episode")
             ax.set_ylabel("value (survival_time / periods)")

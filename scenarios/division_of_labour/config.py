@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import Field, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from scenarios.fields import Split, parse_split
+from scenarios.fields import Kind, SharedConfig, Split, parse_split
 
 
-class DivisionOfLabourConfig(BaseModel):
+class DivisionOfLabourConfig(SharedConfig):
     """Division of labour from response thresholds with reinforcement (Theraulaz et al. 1998)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agents: int = Field(100, ge=2, description="number of agents N in the colony")
+    population: int = Field(100, ge=2, description="number of agents N in the colony")
     tasks: int = Field(2, ge=2, description="number of tasks m")
     steps: int = Field(2000, ge=1, description="time steps to simulate")
-    record_from: int = Field(
+    average_from: int = Field(
         1000, ge=0, description="first step whose acts count towards dol_index and task_entropy"
     )
     delta: float = Field(
@@ -32,13 +28,13 @@ class DivisionOfLabourConfig(BaseModel):
     quit_prob: float = Field(
         0.2, ge=0.0, le=1.0, description="probability that an active agent stops its task each step"
     )
-    learning: bool = Field(
+    reinforcement: bool = Field(
         True,
         description="threshold reinforcement: doing task j lowers the agent's threshold for j by "
         "xi, every step not doing j raises it by phi",
     )
     xi: float = Field(
-        10.0, ge=0.0, description="learning: threshold decrease per step doing the task"
+        10.0, ge=0.0, description="reinforcement: threshold decrease per step doing the task"
     )
     phi: float = Field(
         1.0, ge=0.0, description="forgetting: threshold increase per step not doing it"
@@ -48,7 +44,7 @@ class DivisionOfLabourConfig(BaseModel):
     theta_init: float = Field(
         500.0, ge=0.0, description="every agent's initial threshold for every task"
     )
-    agent_type: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "rules",
         description="who decides whether an idle agent takes the task it meets: rules (the "
         "threshold rule s^2 / (s^2 + theta^2)), learned (REINFORCE policies), llm, or mixed "
@@ -56,11 +52,11 @@ class DivisionOfLabourConfig(BaseModel):
     )
     split: Split | None = Field(
         None,
-        description="agent_type=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1'",
+        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1'",
     )
-    learned_lr: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
-    llm_budget_tokens: int | None = Field(
-        None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
+    learning_rate: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
+    llm_max_tokens: int = Field(
+        64, gt=0, description="LLM agents: reply limit in tokens (the answer is {\"work\": true})"
     )
     record_every: int = Field(10, ge=1, description="steps between recorded time-series rows")
     trace_agents: int = Field(
@@ -69,9 +65,9 @@ class DivisionOfLabourConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> DivisionOfLabourConfig:
-        if self.record_from >= self.steps:
+        if self.average_from >= self.steps:
             raise ValueError(
-                f"record_from ({self.record_from}) must be < steps ({self.steps}) so that some "
+                f"average_from ({self.average_from}) must be < steps ({self.steps}) so that some "
                 "acts are counted"
             )
         if self.theta_min > self.theta_max:
@@ -83,14 +79,12 @@ class DivisionOfLabourConfig(BaseModel):
                 f"theta_init ({self.theta_init}) must lie in [theta_min, theta_max] = "
                 f"[{self.theta_min}, {self.theta_max}]"
             )
-        if self.agent_type == "mixed" and self.split is None:
-            raise ValueError("agent_type=mixed needs split, e.g. 'rules:8,learned:1,llm:1'")
-        if self.agent_type != "mixed" and self.split is not None:
+        if self.agents != "mixed" and self.split is not None:
             raise ValueError(
-                f"split is only used with agent_type=mixed (agent_type is {self.agent_type})"
+                f"split is only used with agents=mixed (agents is {self.agents})"
             )
         return self
 
     def kinds(self) -> dict[str, float]:
         """Weights of each kind of agent present (one kind unless mixed)."""
-        return parse_split(self.split) if self.split else {self.agent_type: 1.0}
+        return parse_split(self.split) if self.split else {self.agents: 1.0}

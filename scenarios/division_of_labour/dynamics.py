@@ -9,10 +9,10 @@ One step, for every agent at once, from the state at the start of the step:
 2. each active agent stops with probability ``quit_prob``;
 3. stimuli move: ``s_j <- max(s_j + delta - alpha * n_j / N, 0)`` with ``n_j`` the agents on
    task ``j`` after the decisions;
-4. with learning (Theraulaz, Bonabeau & Deneubourg 1998), every agent's threshold for the
+4. with threshold reinforcement (Theraulaz, Bonabeau & Deneubourg 1998), every agent's threshold for the
    task it does falls by ``xi`` and its threshold for every task it does not do rises by
    ``phi``, clipped to ``[theta_min, theta_max]``;
-5. from step ``record_from`` on, every agent doing task ``j`` adds one act to ``counts[i, j]``.
+5. from step ``average_from`` on, every agent doing task ``j`` adds one act to ``counts[i, j]``.
 
 Meeting one random task per step is the usual multi-task form of the model: an agent reacts
 to the stimulus it encounters. The world's own draws (task met, quitting) come from a
@@ -44,24 +44,24 @@ class Params:
     delta: jax.Array
     alpha: jax.Array
     quit_prob: jax.Array
-    learning: jax.Array  # bool
+    reinforcement: jax.Array  # bool
     xi: jax.Array
     phi: jax.Array
     theta_min: jax.Array
     theta_max: jax.Array
-    record_from: jax.Array  # int
+    average_from: jax.Array  # int
 
 
 def make_params(
-    agents: int, tasks: int, *, learning: bool, record_from: int, **rates: float
+    agents: int, tasks: int, *, reinforcement: bool, average_from: int, **rates: float
 ) -> Params:
     """Params with float32 rates (``delta``, ``alpha``, ``quit_prob``, ``xi``, ``phi``,
     ``theta_min``, ``theta_max``)."""
     return Params(
         agents=int(agents),
         tasks=int(tasks),
-        learning=jnp.asarray(bool(learning)),
-        record_from=jnp.asarray(int(record_from), jnp.int32),
+        reinforcement=jnp.asarray(bool(reinforcement)),
+        average_from=jnp.asarray(int(average_from), jnp.int32),
         **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()},
     )
 
@@ -69,7 +69,7 @@ def make_params(
 @pytree_dataclass
 class World:
     """One replicate: ``task`` (N,) int32 (-1 idle), ``theta`` (N, m), ``s`` (m,), ``counts``
-    (N, m) acts counted from ``record_from``."""
+    (N, m) acts counted from ``average_from``."""
 
     task: jax.Array
     theta: jax.Array
@@ -114,8 +114,8 @@ def transition(p: Params, world: World, engage: jax.Array, met: jax.Array, quit:
     n_on = doing.sum(axis=0)
     s = jnp.maximum(world.s + p.delta - p.alpha * n_on / p.agents, 0.0)
     learnt = jnp.clip(world.theta - p.xi * doing + p.phi * (1.0 - doing), p.theta_min, p.theta_max)
-    theta = jnp.where(p.learning, learnt, world.theta)
-    counts = world.counts + doing * (t >= p.record_from)
+    theta = jnp.where(p.reinforcement, learnt, world.theta)
+    counts = world.counts + doing * (t >= p.average_from)
     return World(task=task, theta=theta, s=s, counts=counts)
 
 

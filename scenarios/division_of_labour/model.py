@@ -2,15 +2,15 @@
 
 Two engines run the same model (``dynamics.py``):
 
-- ``agent_type=rules``: the whole colony in one compiled ``lax.scan`` over a chunk of steps,
+- ``agents=rules``: the whole colony in one compiled ``lax.scan`` over a chunk of steps,
   vmapped over replicates (no Python loop over agents or steps inside a chunk);
 - every other agent type: one scheduler moment per step over a :class:`Population` whose
   agents are all replicates' agents (global id ``replicate * agents + i``), so each cohort
   acts once per step for every replicate: idle agents are due, the world's draws and the
   transition are compiled calls vmapped over replicates.
 
-Both draw the same numbers, so ``agent_type=mixed, split='rules:1'`` reproduces
-``agent_type=rules`` exactly. Learned agents see ``log((1 + s_j) / (1 + theta_ij))`` (the
+Both draw the same numbers, so ``agents=mixed, split='rules:1'`` reproduces
+``agents=rules`` exactly. Learned agents see ``log((1 + s_j) / (1 + theta_ij))`` (the
 rule's logit is about twice it) and learn by REINFORCE from the reward of
 :func:`dynamics.reward`; LLM agents are told that reward. Recorded: ``stimulus`` and
 ``active_share`` per task every ``record_every`` steps, ``threshold`` of the first
@@ -21,9 +21,9 @@ LLM accounting rows (``llm_*``) carry ``replicate=-1`` (the whole run) unless pe
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -44,27 +44,26 @@ from scenarios.division_of_labour.dynamics import (
     transition_batch,
 )
 from scenarios.division_of_labour.prompts import FALLBACK, SYSTEM, Work, template
-from scenarios.fields import KINDS
 from sim_core.experiment import RunContext, Scenario
 from sim_core.scheduler import Scheduler
-from society.cohorts import LearnedCohort, RuleCohort, parse_mix
+from society.cohorts import LearnedCohort, RuleCohort
 from society.cohorts.llm import LLMCohort
-from society.llm.session import open_client, record_usage
+from society.driver import budget_reached, drive
+from society.llm import LLMClient
 from society.metrics import dol_index, emergent_niches, task_entropy
-from society.population import Population
+from society.population import build_population, kinds_of, uses_llm
 
 # Steps per compiled chunk of the rule engine: about this many agent-steps, within bounds.
 CHUNK_WORK = 2_000_000
 CHUNK_BOUNDS = (50, 1000)
-LLM_MAX_TOKENS = 64  # the answer is {"work": true}; room for a model that adds spaces
 
 
 def params_of(cfg: DivisionOfLabourConfig) -> Params:
     return make_params(
-        cfg.agents,
+        cfg.population,
         cfg.tasks,
-        learning=cfg.learning,
-        record_from=cfg.record_from,
+        reinforcement=cfg.reinforcement,
+        average_from=cfg.average_from,
         delta=cfg.delta,
         alpha=cfg.alpha,
         quit_prob=cfg.quit_prob,
@@ -89,15 +88,6 @@ def _stack(p: Params, theta_init: float, r: int) -> World:
     return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (r,) + x.shape), w)
 
 
-def _kinds(cfg: DivisionOfLabourConfig, ctx: RunContext, reps: np.ndarray) -> np.ndarray:
-    """Kind of every agent, (replicates, agents); a mix is drawn per replicate."""
-    if cfg.split is None:
-        return np.full((reps.size, cfg.agents), cfg.agent_type, dtype=object)
-    return np.stack(
-        [parse_mix(cfg.split, cfg.agents, ctx.rng.numpy("split", int(r))) for r in reps]
-    )
-
-
 class DivisionOfLabour(Scenario):
     """Response thresholds with reinforcement; rule replicates vmapped in one computation."""
 
@@ -108,14 +98,17 @@ class DivisionOfLabour(Scenario):
 
     def run(self, cfg: DivisionOfLabourConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         p = params_of(cfg)
-        counts = np.zeros((ctx.replicates, cfg.agents, cfg.tasks))
-        if cfg.agent_type == "rules":
-            for reps in ctx.replicate_batches():
-                counts[reps] = self._run_rules(cfg, ctx, p, reps)
-        else:
-            asyncio.run(self._arun(cfg, ctx, p, counts))
-        out = np.array([specialisation(c) for c in counts]).reshape(-1, 2)
-        return {"dol_index": out[:, 0], "task_entropy": out[:, 1]}
+
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            if cfg.agents == "rules":  # the whole colony in compiled chunks
+                counts, end = await self._run_rules(cfg, ctx, p, reps), float(cfg.steps)
+            else:
+                kinds = np.stack([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
+                counts, end = await self._run_population(cfg, ctx, p, reps, kinds, client)
+            out = np.array([specialisation(c) for c in counts]).reshape(-1, 2)
+            return {"dol_index": out[:, 0], "task_entropy": out[:, 1]}, end
+
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 
     # -- recording -------------------------------------------------------------------------
     def _record_series(self, cfg, ctx, reps, times, s, share, trace, last=None) -> None:
@@ -194,14 +187,14 @@ class DivisionOfLabour(Scenario):
         return counts
 
     # -- the rule engine -------------------------------------------------------------------
-    def _run_rules(self, cfg, ctx: RunContext, p: Params, reps: np.ndarray) -> np.ndarray:
+    async def _run_rules(self, cfg, ctx: RunContext, p: Params, reps: np.ndarray) -> np.ndarray:
         worlds = _stack(p, cfg.theta_init, reps.size)
         world_keys = ctx.rng.keys("world", reps)
         agent_key = ctx.rng.key("agents")
-        ids = (reps[:, None] * cfg.agents + np.arange(cfg.agents)).astype(np.int32)
-        trace = min(cfg.trace_agents, cfg.agents)
+        ids = (reps[:, None] * cfg.population + np.arange(cfg.population)).astype(np.int32)
+        trace = min(cfg.trace_agents, cfg.population)
         lo, hi = CHUNK_BOUNDS
-        length = min(cfg.steps, max(lo, min(hi, CHUNK_WORK // (cfg.agents * reps.size))))
+        length = min(cfg.steps, max(lo, min(hi, CHUNK_WORK // (cfg.population * reps.size))))
         self._record_start(cfg, ctx, reps, worlds)
         state = {"worlds": worlds, "t": 0}
         sim = Scheduler()
@@ -219,88 +212,45 @@ class DivisionOfLabour(Scenario):
                 sim.stop("steps")
 
         sim.every(float(length), chunk, name="division-of-labour steps")
-        sim.run()
-        kinds = np.full((reps.size, cfg.agents), "rules", dtype=object)
+        await sim.arun()
+        kinds = np.full((reps.size, cfg.population), "rules", dtype=object)
         return self._record_end(cfg, ctx, reps, state["worlds"], kinds, float(cfg.steps))
 
     # -- the population engine -------------------------------------------------------------
-    async def _arun(self, cfg, ctx: RunContext, p: Params, counts: np.ndarray) -> None:
-        batches = [(reps, _kinds(cfg, ctx, reps)) for reps in ctx.replicate_batches()]
-        if not any((k == "llm").any() for _, k in batches):
-            for reps, kinds in batches:
-                counts[reps], _ = await self._run_population(cfg, ctx, p, reps, kinds, None)
-            return
-        async with open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            max_tokens=LLM_MAX_TOKENS,
-            temperature=0.0,
-            budget_tokens=cfg.llm_budget_tokens,
-        ) as client:
-            end = 0.0
-            for reps, kinds in batches:
-                counts[reps], end = await self._run_population(cfg, ctx, p, reps, kinds, client)
-                if ctx.stop_reason:
-                    break
-            record_usage(ctx.recorder, client, end, agents_per_replicate=cfg.agents)
-
-    def _cohorts(self, cfg, ctx: RunContext, gids: np.ndarray, kinds: np.ndarray, client) -> list:
-        cohorts = []
-        for kind in KINDS:  # rules first: cohort 0, as the rule engine assumes
-            ids = gids[kinds == kind]
-            if not ids.size:
-                continue
-            if kind == "rules":
-                cohorts.append(
-                    RuleCohort(
-                        "rules", ids, "threshold", params={"threshold": {"steepness": STEEPNESS}}
-                    )
-                )
-            elif kind == "learned":
-                cohorts.append(
-                    LearnedCohort(
-                        "learned",
-                        ids,
-                        features=["log_ratio"],
-                        actions=2,
-                        rule="reinforce",
-                        lr=cfg.learned_lr,
-                        key=ctx.rng.key("learned"),
-                    )
-                )
-            else:
-                text = template(
-                    tasks=cfg.tasks,
-                    delta=cfg.delta,
-                    alpha=cfg.alpha,
-                    quit_prob=cfg.quit_prob,
-                    learning=cfg.learning,
-                    xi=cfg.xi,
-                    phi=cfg.phi,
-                    theta_min=cfg.theta_min,
-                    theta_max=cfg.theta_max,
-                )
-                cohorts.append(
-                    LLMCohort(
-                        "llm",
-                        ids,
-                        client,
-                        schema=Work,
-                        fallback=FALLBACK,
-                        template=text,
-                        system_prompt=SYSTEM,
-                        to_action=lambda m: float(m.work),
-                    )
-                )
-        return cohorts
+    def _cohorts(self, cfg, ctx: RunContext, client) -> dict[str, Callable[[np.ndarray], Any]]:
+        """Cohort factories by kind (rules first: cohort 0, as the rule engine assumes)."""
+        text = template(
+            tasks=cfg.tasks,
+            delta=cfg.delta,
+            alpha=cfg.alpha,
+            quit_prob=cfg.quit_prob,
+            reinforcement=cfg.reinforcement,
+            xi=cfg.xi,
+            phi=cfg.phi,
+            theta_min=cfg.theta_min,
+            theta_max=cfg.theta_max,
+        )
+        return {
+            "rules": lambda ids: RuleCohort(
+                "rules", ids, "threshold", params={"threshold": {"steepness": STEEPNESS}}
+            ),
+            "learned": lambda ids: LearnedCohort(
+                "learned", ids, features=["log_ratio"], actions=2, rule="reinforce",
+                lr=cfg.learning_rate, key=ctx.rng.key("learned"),
+            ),
+            "llm": lambda ids: LLMCohort(
+                "llm", ids, client, schema=Work, fallback=FALLBACK, template=text,
+                system_prompt=SYSTEM, to_action=lambda m: float(m.work),
+            ),
+        }  # fmt: skip
 
     async def _run_population(
         self, cfg, ctx: RunContext, p: Params, reps, kinds, client
     ) -> tuple[np.ndarray, float]:
         """Run one batch of replicates; returns their act counts and the time it ended."""
-        n = cfg.agents
+        n = cfg.population
         gids = (reps[:, None] * n + np.arange(n)).ravel()
-        population = Population(self._cohorts(cfg, ctx, gids, kinds.ravel(), client))
+        population = build_population(kinds, gids, self._cohorts(cfg, ctx, client))
         numeric = kinds.ravel() != "llm"
         worlds = _stack(p, cfg.theta_init, reps.size)
         world_keys = ctx.rng.keys("world", reps)
@@ -343,9 +293,8 @@ class DivisionOfLabour(Scenario):
             state["worlds"], state["t"] = worlds, t + 1
             if state["t"] >= cfg.steps:
                 sim.stop("steps")
-            elif client is not None and client.budget_exhausted:
-                ctx.stop_reason = client.budget_message
-                sim.stop("llm budget")
+            else:
+                budget_reached(client, ctx, sim)
             th_trace = np.asarray(worlds.theta[:, :trace])[:, None]  # not the whole (R, N, m)
             s, share = np.asarray(s)[:, None], np.asarray(share)[:, None]
             last = t + 1 if sim.stop_reason else None
@@ -407,7 +356,7 @@ class DivisionOfLabour(Scenario):
         ax.set_xlabel("task entropy of an agent's acts (0 = specialist)")
         ax.set_ylabel("agents")
         fig.suptitle(
-            f"division of labour: {config.agents} agents, {config.tasks} tasks, learning={config.learning}"
+            f"division of labour: {config.population} agents, {config.tasks} tasks, reinforcement={config.reinforcement}"
         )
         fig.tight_layout()
         path = plots_dir / "division_of_labour.png"

@@ -28,7 +28,7 @@ def template(
     delta: float,
     alpha: float,
     quit_prob: float,
-    learning: bool,
+    reinforcement: bool,
     xi: float,
     phi: float,
     theta_min: float,
@@ -36,7 +36,7 @@ def template(
 ) -> str:
     """The user message, a ``str.format`` template over one agent's observation fields
     (``step``, ``task``, ``stimulus``, ``threshold``); the colony's constants are filled in."""
-    if learning:
+    if reinforcement:
         practice = (
             f"Working on a task lowers your threshold for it by {xi:g} per step (practice); "
             f"every step you do not work on a task raises your threshold for it by {phi:g}. "

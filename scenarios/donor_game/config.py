@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import Field, field_validator
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from scenarios.fields import Split
+from scenarios.fields import Kind, SharedConfig, Split
 
 
-class DonorGameConfig(BaseModel):
+class DonorGameConfig(SharedConfig):
     """Donor game of LLM societies: cultural evolution of cooperation (Vallinder & Hughes 2024)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "llm",
         description="who plays: llm (through the LLM client; the local model unless --llm is "
         "given), learned (small policies, REINFORCE within a life and selection across "
@@ -25,10 +21,10 @@ class DonorGameConfig(BaseModel):
         description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
         "(counts by largest remainder, placed at random); ignored otherwise",
     )
-    agents_per_generation: int = Field(
+    population: int = Field(
         12, ge=2, description="agents playing each generation (even: two halves)"
     )
-    rounds: int = Field(
+    steps: int = Field(
         12,
         ge=2,
         description="rounds per game (even): a bipartite round-robin between the halves over "
@@ -79,7 +75,7 @@ class DonorGameConfig(BaseModel):
         description="stop the run cleanly at the round in which LLM use reaches this many tokens",
     )
 
-    @field_validator("agents_per_generation", "rounds")
+    @field_validator("population", "steps")
     @classmethod
     def _even(cls, v: int, info) -> int:
         if v % 2:

@@ -1,6 +1,6 @@
 """The donor game of LLM societies (Vallinder and Hughes 2024), as in the authors' code.
 
-Each generation, ``agents_per_generation`` agents are split at random into two halves and
+Each generation, ``population`` agents are split at random into two halves and
 play a game of ``rounds`` rounds (see :func:`dynamics.pairings`), then a second game with
 the halves' roles swapped; resources and traces reset for each game. Agents are ranked by
 their mean final resources over the two games; the top half survive and each survivor's
@@ -14,7 +14,6 @@ row + first replicate * N), so each round is one observation kernel, one call pe
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,12 +36,13 @@ from scenarios.donor_game.dynamics import (
 from scenarios.fields import KINDS
 from sim_core.experiment import RunContext, Scenario, plot_metrics
 from sim_core.scheduler import Scheduler
-from society.cohorts import LearnedCohort, RuleCohort, parse_mix
+from society.cohorts import LearnedCohort, RuleCohort
+from society.cohorts.learned import reinforce_cohort
 from society.cohorts.llm import LLMCohort
+from society.driver import budget_reached, drive
 from society.llm import LLMClient, Request
-from society.llm.session import open_client, record_usage
 from society.metrics import donation_fraction, gini
-from society.population import Population
+from society.population import build_population, kinds_of, uses_llm
 
 HEADLINE = ("mean_resources", "donation_fraction", "punishment_rate")
 # Resources are shown to LLM agents with two decimals, so an answer up to this much above
@@ -127,11 +127,11 @@ class _Batch:
         self, cfg: DonorGameConfig, ctx: RunContext, reps: np.ndarray, client: LLMClient | None
     ):
         self.cfg, self.ctx, self.reps, self.client = cfg, ctx, reps, client
-        n = cfg.agents_per_generation
+        n = cfg.population
         self.n, self.h, self.b = n, n // 2, len(reps)
         self.rows = self.b * n
         self.offset = int(reps[0]) * n  # replicate batches are contiguous ranges
-        kinds = np.concatenate([self._kinds(int(r)) for r in reps])
+        kinds = np.concatenate([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
         ids = np.arange(self.rows) + self.offset
         self.system = prompts.system_prompt(
             endowment=cfg.endowment,
@@ -141,7 +141,7 @@ class _Batch:
             punishment_loss=cfg.punishment_loss,
         )
         self.kind_names = tuple(k for k in KINDS if (kinds == k).any())
-        self.pop = Population([self._cohort(k, ids[kinds == k]) for k in self.kind_names])
+        self.pop = build_population(kinds, ids, {"rules": self._rules, "learned": self._learned, "llm": self._llm})
         # Names as in the authors' code: "<generation born>_<index among that generation's newcomers>".
         self.born = np.ones(self.rows, np.int64)
         self.index = np.tile(np.arange(1, n + 1), self.b)
@@ -155,40 +155,21 @@ class _Batch:
         self.sim = Scheduler()
 
     # -- setup -----------------------------------------------------------------------------
-    def _kinds(self, rep: int) -> np.ndarray:
-        if self.cfg.agents != "mixed":
-            return np.full(self.n, self.cfg.agents, dtype=object)
-        return parse_mix(self.cfg.split, self.n, self.ctx.rng.numpy("split", rep)).astype(object)
+    def _rules(self, ids: np.ndarray) -> RuleCohort:
+        strategy = {"give": {"give_fraction": self.cfg.give_fraction}}
+        return RuleCohort("rules", ids, "give", strategies={"give": give_strategy}, params=strategy)
 
-    def _cohort(self, kind: str, ids: np.ndarray):
-        cfg = self.cfg
-        if kind == "rules":
-            return RuleCohort(
-                "rules",
-                ids,
-                "give",
-                strategies={"give": give_strategy},
-                params={"give": {"give_fraction": cfg.give_fraction}},
-            )
-        if kind == "learned":
-            return LearnedCohort(
-                "learned",
-                ids,
-                features=LEARNED_FEATURES,
-                actions="continuous",
-                rule="reinforce",
-                lr=cfg.learning_rate,
-                key=self.ctx.rng.key("learned-init"),  # draws depend on (key, agent id) only
-            )
-        if self.client is None:
-            raise RuntimeError("LLM agents need an LLM client")
+    def _learned(self, ids: np.ndarray) -> LearnedCohort:
+        return reinforce_cohort(ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+
+    def _llm(self, ids: np.ndarray) -> DonorLLMCohort:
         return DonorLLMCohort(
             "llm",
             ids,
             self.client,
             render=self.render,
             sample_of=lambda agent: agent // self.n,  # the agent's replicate
-            punishment=cfg.punishment,
+            punishment=self.cfg.punishment,
             system_prompt=self.system,
         )
 
@@ -262,24 +243,17 @@ class _Batch:
     # -- the run ---------------------------------------------------------------------------
     async def run(self) -> None:
         await self._strategies(np.arange(self.rows), None, None)
-        if self._budget_spent():
+        if budget_reached(self.client, self.ctx, self.sim):
             return
         self.sim.every(1.0, self.step, name="donor-game round")
         await self.sim.arun()
 
-    def _budget_spent(self) -> bool:
-        if self.client is not None and self.client.budget_exhausted:
-            self.ctx.stop_reason = self.client.budget_message
-            self.sim.stop(self.client.budget_message or "LLM budget reached")
-            return True
-        return False
-
     async def step(self) -> None:
         """One round of one game: observe, act (all cohorts), transition."""
         cfg = self.cfg
-        per_gen = 2 * cfg.rounds
+        per_gen = 2 * cfg.steps
         g, rest = divmod(self.t, per_gen)
-        game, rnd = divmod(rest, cfg.rounds)
+        game, rnd = divmod(rest, cfg.steps)
         if rest == 0:
             self._begin_generation(g)
         if rnd == 0:
@@ -304,7 +278,7 @@ class _Batch:
         self.outcomes.append(jax.device_get(out))
         if self._has("learned") and cfg.learning_rate > 0:
             self.decisions.append((d, obs, np.asarray(actions), np.asarray(out["held"])))
-        if rnd == cfg.rounds - 1:
+        if rnd == cfg.steps - 1:
             self._end_game(game)
         if rest == per_gen - 1:
             await self._end_generation(g)
@@ -312,15 +286,15 @@ class _Batch:
         if self.t == cfg.generations * per_gen:
             self.sim.stop("done")
         else:
-            self._budget_spent()
+            budget_reached(self.client, self.ctx, self.sim)
 
     def _begin_generation(self, g: int) -> None:
         self.gen = g + 1
         perm = np.stack([rng.permutation(self.n) for rng in self.halves_rng])
         rows = perm + (np.arange(self.b) * self.n)[:, None]
-        d, r = pairings(rows[:, : self.h], rows[:, self.h :], self.cfg.rounds)
-        self.donors = d.reshape(self.cfg.rounds, -1).astype(np.int32)
-        self.recipients = r.reshape(self.cfg.rounds, -1).astype(np.int32)
+        d, r = pairings(rows[:, : self.h], rows[:, self.h :], self.cfg.steps)
+        self.donors = d.reshape(self.cfg.steps, -1).astype(np.int32)
+        self.recipients = r.reshape(self.cfg.steps, -1).astype(np.int32)
         self.outcomes: list[dict[str, np.ndarray]] = []
         self.finals: list[np.ndarray] = []
 
@@ -346,7 +320,7 @@ class _Batch:
         cfg, ctx, b, n = self.cfg, self.ctx, self.b, self.n
         finals = np.stack(self.finals)  # (2 games, rows)
         out = {
-            k: np.stack([o[k] for o in self.outcomes]).reshape(2 * cfg.rounds, b, self.h)
+            k: np.stack([o[k] for o in self.outcomes]).reshape(2 * cfg.steps, b, self.h)
             for k in self.outcomes[0]
         }
         per_rep = finals.reshape(2, b, n)
@@ -437,37 +411,12 @@ class DonorGame(Scenario):
     labels = {"agent": int, "cohort": str}
 
     def run(self, cfg: DonorGameConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
-        return asyncio.run(self._arun(cfg, ctx))
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            b = _Batch(cfg, ctx, reps, client)
+            await b.run()
+            return b.last, float(b.generations_done)
 
-    async def _arun(self, cfg: DonorGameConfig, ctx: RunContext) -> dict[str, np.ndarray]:
-        out = {k: np.full(ctx.replicates, np.nan) for k in HEADLINE}
-        # Whether any LLM agent plays (the counts of a split do not depend on the shuffle).
-        n = cfg.agents_per_generation
-        needs_llm = cfg.agents == "llm" or (
-            cfg.agents == "mixed" and "llm" in parse_mix(cfg.split, n, 0).tolist()
-        )
-        opened = open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            max_tokens=cfg.llm_max_tokens,
-            temperature=cfg.llm_temperature,
-            budget_tokens=cfg.llm_budget_tokens,
-            needed=needs_llm,
-        )
-        last_gen = 0
-        async with opened as client:
-            for reps in ctx.replicate_batches():
-                batch = _Batch(cfg, ctx, reps, client)
-                await batch.run()
-                for k in HEADLINE:
-                    out[k][reps] = batch.last[k]
-                last_gen = max(last_gen, batch.generations_done)
-                if ctx.stop_reason:
-                    break
-            if client is not None:
-                record_usage(ctx.recorder, client, float(last_gen), agents_per_replicate=cfg.agents_per_generation)
-        return out
-
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: DonorGameConfig) -> list[Path]:
         """One PNG per per-generation metric against the generation (time = generation)."""

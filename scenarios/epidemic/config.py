@@ -5,18 +5,16 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Graph, Split, parse_split
+from scenarios.fields import Graph, Kind, SharedConfig, Split, parse_split
 from society.mix import parse_weights
 
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
 
 
-class EpidemicConfig(BaseModel):
+class EpidemicConfig(SharedConfig):
     """SIR/SEIR epidemics on a graph or well mixed, with isolation decided by rules, learned or LLM agents."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: Literal["SIR", "SEIR"] = Field(
         "SIR", description="compartments: SIR, or SEIR with a non-infectious exposed stage"
@@ -73,7 +71,7 @@ class EpidemicConfig(BaseModel):
         "they are ill (and, once recovered, that they are immune), and only they count in "
         "the prevalence agents are told",
     )
-    days: int = Field(
+    steps: int = Field(
         200,
         ge=1,
         description="days to simulate at most; a replicate batch stops once no one is "
@@ -86,7 +84,16 @@ class EpidemicConfig(BaseModel):
         description="transmission step in days (1/dt must be an integer); agents choose their "
         "contact level once a day",
     )
-    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+    periods: Literal["chain", "drawn"] = Field(
+        "chain",
+        description="how agents leave the exposed and infectious stages: chain (every step an "
+        "exposed agent turns infectious with probability 1 - exp(-incubation_rate dt) and an "
+        "infectious one recovers with 1 - exp(-recovery_rate dt)), or drawn (each agent draws "
+        "its latent and infectious periods, in days, from the same geometric laws when it is "
+        "infected, and its transitions are scheduled events: all agents due on one day change "
+        "in one batched call). drawn needs dt=1",
+    )
+    agents: Kind = Field(
         "rules",
         description="who chooses each agent's daily contact level: rules ('behaviour'), learned "
         "policies (REINFORCE on the daily reward), llm (through the LLM client; the local model "
@@ -132,7 +139,7 @@ class EpidemicConfig(BaseModel):
     infection_cost: float = Field(
         30.0, ge=0.0, description="cost of becoming infected (paid on the day of infection)"
     )
-    learned_lr: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
+    learning_rate: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
     llm_archetypes: bool = Field(
         True,
         description="LLM agents: one call per day per distinct profile (health as the agent "
@@ -150,6 +157,7 @@ class EpidemicConfig(BaseModel):
     llm_max_tokens: int = Field(
         96, gt=0, description="LLM reply limit: a one-sentence reason and a number"
     )
+    llm_memory: int = Field(4, ge=0, description="LLM agents: how many of their past days they are shown")
     llm_budget_tokens: int | None = Field(
         None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
     )
@@ -167,6 +175,8 @@ class EpidemicConfig(BaseModel):
             raise ValueError(
                 f"dt must divide a day (1/dt an integer, e.g. 1, 0.5, 0.25), got {self.dt}"
             )
+        if self.periods == "drawn" and self.dt != 1.0:
+            raise ValueError(f"periods=drawn schedules transitions on whole days: it needs dt=1, got {self.dt}")
         if self.initial_infected >= 1 and self.initial_infected != math.floor(
             self.initial_infected
         ):

@@ -17,7 +17,6 @@ Rows (time = day): ``susceptible``, ``exposed``, ``infectious``, ``recovered`` (
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping
 from functools import partial
@@ -35,6 +34,7 @@ from scenarios.epidemic.dynamics import (
     E,
     I,
     Params,
+    R,
     S,
     advance_day,
     initial_world,
@@ -45,12 +45,13 @@ from scenarios.fields import KINDS
 from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
 from sim_core.graph import Neighbours
-from sim_core.scheduler import Scheduler
+from sim_core.scheduler import Scheduler, batched
 from society.cohorts import Cohort, LearnedCohort, LLMCohort, RuleCohort, parse_mix
+from society.cohorts.learned import reinforce_cohort
+from society.driver import budget_reached, drive
 from society.llm import LLMClient
 from society.llm.archetypes import Archetypes
-from society.llm.session import open_client, record_usage
-from society.population import Population
+from society.population import build_population, kinds_of, uses_llm
 from society.topology import make_topology
 
 HEADLINE = ("attack_rate", "peak_prevalence", "peak_day", "mean_contact")
@@ -198,7 +199,7 @@ class PerAgentLLMCohort(LLMCohort):
     """One LLM call per agent per day with exact numbers and a short memory of its choices
     and their costs (``llm_archetypes=false``; for small populations)."""
 
-    def __init__(self, name, agents, client, *, system: str, graph: bool):
+    def __init__(self, name, agents, client, *, system: str, graph: bool, memory: int):
         super().__init__(
             name,
             agents,
@@ -207,7 +208,7 @@ class PerAgentLLMCohort(LLMCohort):
             fallback=prompts.FALLBACK,
             template="{prompt}",
             system_prompt=system,
-            memory_size=4,
+            memory_size=memory,
             to_action=lambda m: m.contact,
             sample_of=lambda agent: agent,  # every agent draws its own reply
         )
@@ -280,14 +281,15 @@ class _Batch:
         n, b = cfg.population, reps.size
         self.n, self.b = n, b
         self.gids = (reps[:, None] * n + np.arange(n)).ravel()
-        self.kinds = np.concatenate([kinds_of(cfg, ctx, int(r)) for r in reps])
+        self.kinds = np.concatenate([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
         self.kind_names = tuple(k for k in KINDS if (self.kinds == k).any())
         self.rule_fields: tuple[str, ...] = ()  # set by the rule cohort
+        makers = {"rules": self._rules, "learned": self._learned, "llm": partial(self._llm, system=system)}
         try:
-            cohorts = [self._cohort(k, system) for k in self.kind_names]
+            self.pop = build_population(self.kinds, self.gids, makers)
         except ValueError as exc:  # a bad behaviour mix is user input
             raise ConfigError(str(exc)) from None
-        self.pop = Population(cohorts)
+        cohorts = self.pop.cohorts
         # Only cohorts that override learn() need the day's rewards (rule and archetype
         # cohorts do not learn), so the reward arrays are built only for them.
         self.learns = any(type(c).learn is not Cohort.learn for c in cohorts)
@@ -320,47 +322,91 @@ class _Batch:
         self.peak_day = np.zeros(b)
         self.day = 0
         self.sim = Scheduler()
+        # periods=drawn: latent and infectious periods drawn per agent at infection, and the
+        # transitions scheduled as batched events (one call per day for all agents due).
+        self.drawn = cfg.periods == "drawn"
+        self.transitions: list[tuple[float, str, int]] = []  # (time, kind, agents) per call
+        if self.drawn:
+            self.q_onset = -np.expm1(-cfg.incubation_rate)
+            self.q_recover = -np.expm1(-cfg.recovery_rate)
+            self.period_rngs = [ctx.rng.numpy("periods", int(r)) for r in reps]
+            self.onset = self.sim.handle("epidemic onset", batched(self._onset))
+            self.recover = self.sim.handle("epidemic recovery", batched(self._recover))
+            # Day-0 seeds are infectious already: as if infected the day before, no latency.
+            self._schedule(np.asarray(self.health) == I, -1, latent=False)
 
-    def _cohort(self, kind: str, system: str) -> Cohort:
+    def _rules(self, ids: np.ndarray) -> RuleCohort:
         cfg, ctx = self.cfg, self.ctx
-        ids = self.gids[self.kinds == kind]
-        if kind == "rules":
-            # A behaviour mix is drawn per replicate, over that replicate's rule agents.
-            mix = np.concatenate(
-                [
-                    parse_mix(
-                        cfg.behaviour,
-                        int((ids // self.n == r).sum()),
-                        ctx.rng.numpy("behaviour", int(r)),
-                    )
-                    for r in self.reps
-                ]
-            )
-            names = [BEHAVIOUR_STRATEGY[m] for m in mix.tolist()]
-            self.rule_fields = tuple({f for s in set(names) for f in STRATEGY_NEEDS[s]})
-            params = {
-                "prevalence-threshold": {"threshold": cfg.threshold, "reduced": cfg.reduced_contact}
-            }
-            return RuleCohort("rules", ids, names, strategies=STRATEGIES, params=params)
-        if kind == "learned":
-            return LearnedCohort(
-                "learned",
-                ids,
-                features=FEATURES,
-                actions="continuous",
-                rule="reinforce",
-                lr=cfg.learned_lr,
-                key=ctx.rng.key("learned-init"),  # draws depend on (key, agent id) only
-            )
-        if self.client is None:
-            raise RuntimeError("LLM agents need an LLM client")
-        graph = self.nb is not None
+        # A behaviour mix is drawn per replicate, over that replicate's rule agents.
+        mix = np.concatenate(
+            [
+                parse_mix(cfg.behaviour, int((ids // self.n == r).sum()), ctx.rng.numpy("behaviour", int(r)))
+                for r in self.reps
+            ]
+        )
+        names = [BEHAVIOUR_STRATEGY[m] for m in mix.tolist()]
+        self.rule_fields = tuple({f for s in set(names) for f in STRATEGY_NEEDS[s]})
+        params = {"prevalence-threshold": {"threshold": cfg.threshold, "reduced": cfg.reduced_contact}}
+        return RuleCohort("rules", ids, names, strategies=STRATEGIES, params=params)
+
+    def _learned(self, ids: np.ndarray) -> LearnedCohort:
+        return reinforce_cohort(ids, FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+
+    def _llm(self, ids: np.ndarray, system: str) -> Cohort:
+        cfg, graph = self.cfg, self.nb is not None
         if cfg.llm_archetypes:
             return ArchetypeLLMCohort(
                 "llm", ids, self.client, system=system, n_agents=self.n,
                 n_samples=cfg.llm_samples, graph=graph,
             )  # fmt: skip
-        return PerAgentLLMCohort("llm", ids, self.client, system=system, graph=graph)
+        return PerAgentLLMCohort("llm", ids, self.client, system=system, graph=graph, memory=cfg.llm_memory)
+
+    # -- periods=drawn: transitions as scheduled events --------------------------------------
+    def _schedule(self, infected: np.ndarray, day: int, *, latent: bool) -> None:
+        """Draw the periods of agents infected during ``day`` ((b, N) mask) and schedule
+        their onset (SEIR) and recovery. Laws as in the chain: an agent infected on day d is
+        infectious from day d + L + 1 for D days, L ~ Geometric(q_onset) (0 in SIR) and
+        D ~ Geometric(q_recover), so its transitions land on the chain's days."""
+        ids, onset, recover = [], [], []
+        for i, rng in enumerate(self.period_rngs):  # per replicate: draws do not depend on batching
+            idx = np.flatnonzero(infected[i])
+            if not idx.size:
+                continue
+            lat = rng.geometric(self.q_onset, idx.size) if latent else np.zeros(idx.size, np.int64)
+            dur = rng.geometric(self.q_recover, idx.size)
+            ids.append(i * self.n + idx)
+            onset.append(day + lat + 1)
+            recover.append(day + lat + dur + 1)
+        if not ids:
+            return
+        ids = np.concatenate(ids)
+        if latent:
+            self._at_times(self.onset, np.concatenate(onset), ids)
+        self._at_times(self.recover, np.concatenate(recover), ids)
+
+    def _at_times(self, handler, times: np.ndarray, ids: np.ndarray) -> None:
+        """One event per distinct day (not per agent), before that day's step; events of
+        one handler that meet on a day are merged by the scheduler into one call."""
+        keep = times <= self.cfg.steps
+        times, ids = times[keep], ids[keep]
+        if not times.size:
+            return
+        order = np.argsort(times, kind="stable")
+        days, first = np.unique(times[order], return_index=True)
+        for day, group in zip(days.tolist(), np.split(ids[order], first[1:]), strict=True):
+            self.sim.at(float(day), handler, agents=group, priority=-1)
+
+    def _set_health(self, agents: np.ndarray, code: int, kind: str) -> None:
+        health = np.array(self.health).reshape(-1)
+        health[agents] = code
+        self.health = jnp.asarray(health.reshape(self.b, self.n))
+        self.transitions.append((self.sim.now, kind, int(agents.size)))
+
+    def _onset(self, agents: np.ndarray) -> None:
+        self._set_health(agents, I, "onset")
+
+    def _recover(self, agents: np.ndarray) -> None:
+        self._set_health(agents, R, "recovery")
 
     async def run(self) -> None:
         self.sim.every(1.0, self.step, name="epidemic day")
@@ -391,7 +437,7 @@ class _Batch:
         self.peak_day = np.where(higher, t, self.peak_day)
         active = (shares[:, E] + shares[:, I]) > 0
         self.was_active = active
-        if d == cfg.days or not active.any():
+        if d == cfg.steps or not active.any():
             self.sim.stop("days" if active.any() else "no one infected")
             return
         self.prev_global = glob
@@ -419,6 +465,8 @@ class _Batch:
             self.p, self.nb, self.world_keys, d, self.health, self.sym, w.reshape(b, n),
             self.learn_key,
         )  # fmt: skip
+        if self.drawn:
+            self._schedule(np.asarray(new), d, latent=cfg.model == "SEIR")
         if self.learns:
             new = np.asarray(new).ravel()
             reward = -cfg.isolation_cost * (1.0 - w) - cfg.infection_cost * new
@@ -436,9 +484,7 @@ class _Batch:
             calls = self.pop.cohort("llm").last_calls
             self.ctx.recorder.record(t, "llm_calls", float(calls), replicate=-1, kind="llm")
         self.day = d + 1
-        if self.client is not None and self.client.budget_exhausted:
-            self.ctx.stop_reason = self.client.budget_message or "LLM budget reached"
-            self.sim.stop("llm budget")
+        budget_reached(self.client, self.ctx, self.sim)
 
     def _kind_sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Summed contact level per (replicate, kind): in float32 as the daily ``contact``
@@ -485,13 +531,6 @@ class _Batch:
         return out
 
 
-def kinds_of(cfg: EpidemicConfig, ctx: RunContext, replicate: int) -> np.ndarray:
-    """Kind of every agent of one replicate (a mix is drawn per replicate)."""
-    if cfg.agents != "mixed":
-        return np.full(cfg.population, cfg.agents, dtype=object)
-    return parse_mix(cfg.split, cfg.population, ctx.rng.numpy("split", replicate)).astype(object)
-
-
 def build_graph(
     cfg: EpidemicConfig, ctx: RunContext
 ) -> tuple[Neighbours | None, np.ndarray, float | None]:
@@ -516,6 +555,15 @@ def build_graph(
 
 
 def params_of(cfg: EpidemicConfig, mean_degree: float | None) -> Params:
+    """The chain's rates; with periods=drawn the step never moves agents out of E or I
+    (scheduled events do), while the infection rate is the chain's."""
+    p = _chain_params(cfg, mean_degree)
+    if cfg.periods == "drawn":
+        p = dataclasses.replace(p, p_onset=np.float32(0.0), p_recover=np.float32(0.0))
+    return p
+
+
+def _chain_params(cfg: EpidemicConfig, mean_degree: float | None) -> Params:
     return make_params(
         model=cfg.model,
         r0=cfg.r0,
@@ -537,9 +585,6 @@ class Epidemic(Scenario):
     labels = {"kind": str, "cohort": str}
 
     def run(self, cfg: EpidemicConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
-        return asyncio.run(self._arun(cfg, ctx))
-
-    async def _arun(self, cfg: EpidemicConfig, ctx: RunContext) -> dict[str, np.ndarray]:
         nb, degree, mean_degree = build_graph(cfg, ctx)
         p = params_of(cfg, mean_degree)
         system = prompts.system_prompt(
@@ -552,30 +597,14 @@ class Epidemic(Scenario):
             infection_cost=cfg.infection_cost,
             min_contact=cfg.min_contact,
         )
-        # Whether any LLM agent plays (the counts of a split do not depend on the shuffle).
-        needs_llm = "llm" in kinds_of(cfg, ctx, 0).tolist()
-        opened = open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            max_tokens=cfg.llm_max_tokens,
-            temperature=cfg.llm_temperature,
-            budget_tokens=cfg.llm_budget_tokens,
-            needed=needs_llm,
-        )
-        out: dict[str, np.ndarray] = {}
-        last_day = 0
-        async with opened as client:
-            for reps in ctx.replicate_batches():
-                batch = _Batch(cfg, ctx, reps, p, nb, degree, client, system)
-                await batch.run()
-                for k, v in batch.results().items():
-                    out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
-                last_day = max(last_day, batch.day)
-                if ctx.stop_reason:
-                    break
-            if client is not None:  # totals and per cohort; per-agent rows stay in the client
-                record_usage(ctx.recorder, client, float(last_day))
-        return out
+
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            b = _Batch(cfg, ctx, reps, p, nb, degree, client, system)
+            await b.run()
+            return b.results(), float(b.day)
+
+        # Per-agent usage rows stay in the client; totals and per cohort are recorded.
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg))
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: EpidemicConfig) -> list[Path]:
         """One figure: compartments over time, daily incidence, and contact level by kind

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import KINDS, Split
+from scenarios.fields import KINDS, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 NORMS = ("image-scoring", "standing", "stern-judging")
@@ -19,12 +19,10 @@ MAX_PRIVATE_POPULATION = 8192
 
 
 
-class IndirectReciprocityConfig(BaseModel):
+class IndirectReciprocityConfig(SharedConfig):
     """Indirect reciprocity: donors help by reputation under image scoring, standing or stern judging."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "rules", description="who decides: rule strategies, learned policies, LLM agents, or a mix"
     )
     split: Split | None = Field(
@@ -66,7 +64,7 @@ class IndirectReciprocityConfig(BaseModel):
     assessment_error: float = Field(
         0.0, ge=0.0, le=1.0, description="probability that an observer records the wrong reputation"
     )
-    encounters: int = Field(
+    steps: int = Field(
         200,
         ge=1,
         description="rounds of encounters: in each, every agent is donor once to a uniformly "
@@ -75,7 +73,7 @@ class IndirectReciprocityConfig(BaseModel):
     average_from: int = Field(
         0,
         ge=0,
-        description="headline averages use rounds >= this (rounds are 0 .. encounters-1); "
+        description="headline averages use rounds >= this (rounds are 0 .. steps-1); "
         "earlier rounds are a transient",
     )
     record_every: int = Field(1, ge=1, description="rounds between recorded time-series rows")
@@ -90,11 +88,12 @@ class IndirectReciprocityConfig(BaseModel):
     mutation: float = Field(
         0.05, ge=0.0, description="learned agents (ga): std of the noise added to copied policies"
     )
-    temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature")
-    memory: int = Field(
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature")
+    llm_max_tokens: int = Field(32, gt=0, description="LLM agents: reply limit in tokens (a one-word JSON)")
+    llm_memory: int = Field(
         5, ge=0, description="LLM agents: how many of their own past moves they are shown"
     )
-    budget_tokens: int | None = Field(
+    llm_budget_tokens: int | None = Field(
         None,
         gt=0,
         description="LLM agents: stop the run at the end of the round in which this many "
@@ -110,14 +109,12 @@ class IndirectReciprocityConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> IndirectReciprocityConfig:
         if self.agents == "mixed":
-            if self.split is None:
-                raise ValueError("agents=mixed needs split, e.g. 'rules:8,learned:1,llm:1'")
             parse_weights(self.split, KINDS, "split")
         elif self.split is not None:
             raise ValueError(f"split applies only to agents=mixed (agents is {self.agents!r})")
-        if self.average_from >= self.encounters:
+        if self.average_from >= self.steps:
             raise ValueError(
-                f"average_from ({self.average_from}) must be < encounters ({self.encounters})"
+                f"average_from ({self.average_from}) must be < steps ({self.steps})"
             )
         if self.assessment == "private" and self.population > MAX_PRIVATE_POPULATION:
             raise ValueError(

@@ -21,7 +21,6 @@ rows (per agent with its replicate; run totals and per-cohort rows with replicat
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,8 @@ from sim_core.experiment import RunContext, Scenario
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
-from society.llm.session import open_client, record_usage
+from society.driver import budget_reached, drive
+from society.llm import LLMClient
 from society.population import Population
 
 # Private views of a batch (replicates x N x N) are split into batches of at most this many
@@ -125,32 +125,15 @@ class IndirectReciprocity(Scenario):
     labels = {"strategy": str, "agent": int, "cohort": str}
 
     def run(self, cfg: IndirectReciprocityConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
-        return asyncio.run(self._arun(cfg, ctx))
-
-    async def _arun(self, cfg: IndirectReciprocityConfig, ctx: RunContext) -> dict[str, np.ndarray]:
         names = label_names(cfg)
-        out = {"cooperation_rate": np.full(ctx.replicates, np.nan)}
-        out.update({f"payoff.{x}": np.full(ctx.replicates, np.nan) for x in names})
-        opened = open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            max_tokens=32,
-            temperature=cfg.temperature,
-            budget_tokens=cfg.budget_tokens,
-            needed="llm" in names,  # LLM agents present (a tiny share may round to none)
-        )
-        async with opened as client:
-            last = 0.0
-            for reps in batches(cfg, ctx):
-                coop, payoff, last = await self._run_batch(cfg, ctx, reps, names, client)
-                out["cooperation_rate"][reps] = coop
-                for i, x in enumerate(names):
-                    out[f"payoff.{x}"][reps] = payoff[:, i]
-                if ctx.stop_reason:
-                    break
-            if client is not None:
-                record_usage(ctx.recorder, client, last, agents_per_replicate=cfg.population)
-        return out
+
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            coop, payoff, last = await self._run_batch(cfg, ctx, reps, names, client)
+            return {"cooperation_rate": coop, **{f"payoff.{x}": payoff[:, i] for i, x in enumerate(names)}}, last
+
+        # LLM agents present: a tiny share of a mix may round to none.
+        llm = "llm" in names
+        return drive(cfg, ctx, batch, llm=llm, agents_per_replicate=cfg.population, batches=batches(cfg, ctx))
 
     async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, names: list[str], client):
         n, nr, nl = cfg.population, len(reps), len(names)
@@ -201,7 +184,7 @@ class IndirectReciprocity(Scenario):
                 counted += 1
                 for k in acc:
                     acc[k] = acc[k] + stats[k]
-            if t % cfg.record_every == 0 or t == cfg.encounters - 1:
+            if t % cfg.record_every == 0 or t == cfg.steps - 1:
                 rec.record(t, "cooperation_rate", stats["cooperation"], replicate=reps)
                 rec.record(t, "good_share", stats["good_share"], replicate=reps)
                 rec.record(
@@ -211,11 +194,10 @@ class IndirectReciprocity(Scenario):
                     replicate=np.repeat(reps, nl),
                     strategy=strategy_col,
                 )
-            if t + 1 >= cfg.encounters:
+            if t + 1 >= cfg.steps:
                 sim.stop("encounters")
-            elif client is not None and client.budget_exhausted:
-                ctx.stop_reason = f"LLM budget exhausted after round {t}"
-                sim.stop(ctx.stop_reason)
+            else:
+                budget_reached(client, ctx, sim)
 
         sim.every(1.0, play_round, name="indirect-reciprocity round")
         await sim.arun()
@@ -252,6 +234,7 @@ class IndirectReciprocity(Scenario):
                         features=["partner_good"],
                         actions=2,
                         rule=cfg.learning,
+                        lr=cfg.learning_rate,
                         evolve_every=None if cfg.learning == "reinforce" else cfg.generation,
                         mutation=cfg.mutation,
                         key=ctx.rng.key("learned", int(r)),
@@ -267,7 +250,7 @@ class IndirectReciprocity(Scenario):
                     fallback=prompts.FALLBACK,
                     template=prompts.template(cfg),
                     system_prompt=prompts.SYSTEM,
-                    memory_size=cfg.memory,
+                    memory_size=cfg.llm_memory,
                     to_action=lambda d: float(d.give),
                 )
             )

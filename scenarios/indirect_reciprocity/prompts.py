@@ -62,7 +62,7 @@ def template(cfg: IndirectReciprocityConfig) -> str:
     if cfg.execution_error > 0:
         rules += f" An intended gift fails with probability {cfg.execution_error:g}."
     situation = (
-        f"Round {{round}} of {cfg.encounters}. You are the donor. "
+        f"Round {{round}} of {cfg.steps}. You are the donor. "
         "The recipient's reputation, in your eyes: {recipient}. " + me + " "
         "Your payoff so far: {payoff}."
     )

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import Field, field_validator, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from scenarios.fields import Split
+from scenarios.fields import Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 RULES = ("cost-plus", "undercut", "adaptive")
 
 
-class MarketConfig(BaseModel):
+class MarketConfig(SharedConfig):
     """Posted-price market with Sybil sellers: price volatility, crashes, fraud (Agent Bazaar)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "llm",
         description="who prices the honest firms: llm (the study is about LLM firms, so this is "
         "the default; the local model unless --llm is given), learned (REINFORCE on profit), "
@@ -34,11 +30,11 @@ class MarketConfig(BaseModel):
         "(cheapest rival's price minus undercut_step x cost, not below cost), adaptive (price "
         "x (1 + adapt_step) after selling out, x (1 - adapt_step) after unsold stock, not below cost)",
     )
-    firms: int = Field(5, ge=1, description="honest firms (sellers), each with one listing")
+    population: int = Field(5, ge=1, description="honest firms (sellers), each with one listing")
     consumers: int = Field(
         100, ge=1, description="consumers; each buys at most one unit per period"
     )
-    periods: int = Field(30, ge=2, description="trading periods (each: post prices, then clear)")
+    steps: int = Field(30, ge=2, description="trading periods (each: post prices, then clear)")
     unit_cost: float = Field(1.0, gt=0, description="honest firms' cost per unit sold")
     capacity: int = Field(
         30, ge=1, description="units each listing can sell per period (unsold stock is not kept)"
@@ -109,6 +105,15 @@ class MarketConfig(BaseModel):
         description="a Sybil identity whose rating falls below this is abandoned and replaced by "
         "a fresh identity (rating reset to the claim) from the next period; None: never",
     )
+    arrivals: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="arrival moments per period: 1, every consumer shops at the period's clearing "
+        "(in random order); k > 1, each consumer arrives at one of k moments of the period "
+        "(drawn uniformly), the arrivals of a moment shop together in one batched event and "
+        "their ratings count at once, so later arrivals see them within the period",
+    )
     crash_drop: float = Field(
         0.2,
         gt=0,
@@ -123,7 +128,7 @@ class MarketConfig(BaseModel):
     llm_max_tokens: int = Field(
         200, gt=0, description="LLM reply limit in tokens (a short JSON with a brief reason)"
     )
-    llm_history: int = Field(
+    llm_memory: int = Field(
         5, ge=0, description="LLM firms see their own last this many periods (price, sales, profit)"
     )
     llm_budget_tokens: int | None = Field(
@@ -159,4 +164,4 @@ class MarketConfig(BaseModel):
 
     def listings(self) -> int:
         """Listings per market: one per honest firm, then the Sybil identities."""
-        return self.firms + self.sybil * self.sybil_identities
+        return self.population + self.sybil * self.sybil_identities

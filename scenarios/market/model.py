@@ -30,7 +30,6 @@ Metrics (per replicate, over periods 1..T):
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,12 +52,13 @@ from scenarios.market.dynamics import (
     sybil_prices,
 )
 from sim_core.experiment import RunContext, Scenario, plot_metrics
-from sim_core.scheduler import Scheduler
+from sim_core.scheduler import Scheduler, batched
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
+from society.cohorts.learned import reinforce_cohort
 from society.cohorts.llm import LLMCohort
+from society.driver import budget_reached, drive
 from society.llm import LLMClient
-from society.llm.session import open_client, record_usage
-from society.population import Population
+from society.population import build_population, kinds_of, uses_llm
 
 HEADLINE = ("price_volatility", "consumer_welfare", "fraud_rate")
 HONEST_LISTING = "Standard product, quality {q:g}, ships today."
@@ -125,17 +125,17 @@ class _Batch:
         self, cfg: MarketConfig, ctx: RunContext, reps: np.ndarray, client: LLMClient | None
     ):
         self.cfg, self.ctx, self.reps, self.client = cfg, ctx, reps, client
-        f, b = cfg.firms, len(reps)
+        f, b = cfg.population, len(reps)
         self.f, self.b, self.rows = f, b, b * f
         self.n_list = cfg.listings()
         self.offset = int(reps[0]) * f  # replicate batches are contiguous ranges
-        kinds = np.concatenate([self._kinds(int(r)) for r in reps])
+        kinds = np.concatenate([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
         ids = np.arange(self.rows) + self.offset
         self.kind_names = tuple(k for k in KINDS if (kinds == k).any())
         self.system = prompts.system_prompt(
             firms=f,
             consumers=cfg.consumers,
-            periods=cfg.periods,
+            periods=cfg.steps,
             capacity=cfg.capacity,
             unit_cost=cfg.unit_cost,
             quality=cfg.quality,
@@ -144,7 +144,7 @@ class _Batch:
             max_price=cfg.max_price,
             ratings=cfg.ratings,
         )
-        self.pop = Population([self._cohort(k, ids[kinds == k], reps) for k in self.kind_names])
+        self.pop = build_population(kinds, ids, {"rules": self._rules, "learned": self._learned, "llm": self._llm})
         self.kind = np.asarray(self.kind_names, dtype=object)[self.pop.cohort_of[ids]].reshape(b, f)
         # Listings: honest firms first, then the Sybil identities.
         fraud = np.arange(self.n_list) >= f
@@ -178,52 +178,41 @@ class _Batch:
         self.history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (price, sold, profit)
         self.t = 0
         self.sim = Scheduler()
+        if cfg.arrivals > 1:
+            self.arrival_rngs = [ctx.rng.numpy("arrivals", int(r)) for r in reps]
+            self.arrive = self.sim.handle("market arrivals", batched(self._arrive))
+            self.close = self.sim.handle("market close", self._close_period)
         honest = np.full((b, f), cfg.initial_price)
         self.last_honest = honest  # the Sybils' reference: the honest prices of the last period
         self._clear(honest)  # period 0: the market clears once at the initial price
         self.start_index = honest.mean(axis=1)  # period 0's price index, for period 1's crash
 
     # -- setup -----------------------------------------------------------------------------
-    def _kinds(self, rep: int) -> np.ndarray:
-        if self.cfg.agents != "mixed":
-            return np.full(self.cfg.firms, self.cfg.agents, dtype=object)
-        return parse_mix(self.cfg.split, self.cfg.firms, self.ctx.rng.numpy("split", rep)).astype(
-            object
+    def _rules(self, ids: np.ndarray) -> RuleCohort:
+        cfg, reps = self.cfg, self.reps
+        per_rep = np.bincount((ids - self.offset) // self.f, minlength=len(reps)).tolist()
+        names = np.concatenate(
+            [
+                parse_mix(cfg.strategies, n, self.ctx.rng.numpy("strategies", int(r)))
+                for n, r in zip(per_rep, reps, strict=True)
+            ]
+        )
+        return RuleCohort(
+            "rules",
+            ids,
+            names,
+            strategies=RULE_STRATEGIES,
+            params={
+                "cost-plus": {"markup": cfg.markup},
+                "undercut": {"step": cfg.undercut_step},
+                "adaptive": {"step": cfg.adapt_step},
+            },
         )
 
-    def _cohort(self, kind: str, ids: np.ndarray, reps: np.ndarray):
-        cfg = self.cfg
-        if kind == "rules":
-            per_rep = np.bincount((ids - self.offset) // self.f, minlength=len(reps)).tolist()
-            names = np.concatenate(
-                [
-                    parse_mix(cfg.strategies, n, self.ctx.rng.numpy("strategies", int(r)))
-                    for n, r in zip(per_rep, reps, strict=True)
-                ]
-            )
-            return RuleCohort(
-                "rules",
-                ids,
-                names,
-                strategies=RULE_STRATEGIES,
-                params={
-                    "cost-plus": {"markup": cfg.markup},
-                    "undercut": {"step": cfg.undercut_step},
-                    "adaptive": {"step": cfg.adapt_step},
-                },
-            )
-        if kind == "learned":
-            return LearnedCohort(
-                "learned",
-                ids,
-                features=LEARNED_FEATURES,
-                actions="continuous",
-                rule="reinforce",
-                lr=cfg.learning_rate,
-                key=self.ctx.rng.key("learned-init"),  # draws depend on (key, agent id) only
-            )
-        if self.client is None:
-            raise RuntimeError("LLM firms need an LLM client")
+    def _learned(self, ids: np.ndarray) -> LearnedCohort:
+        return reinforce_cohort(ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+
+    def _llm(self, ids: np.ndarray) -> FirmLLMCohort:
         return FirmLLMCohort(
             "llm",
             ids,
@@ -231,7 +220,7 @@ class _Batch:
             render=self.render,
             sample_of=lambda agent: agent,  # firms in the same situation draw independently
             system_prompt=self.system,
-            max_price=cfg.max_price,
+            max_price=self.cfg.max_price,
         )
 
     def strategy_of(self) -> np.ndarray:
@@ -244,46 +233,85 @@ class _Batch:
 
     # -- one period ------------------------------------------------------------------------
     def _clear(self, honest: np.ndarray) -> dict[str, np.ndarray]:
-        """Post ``honest`` prices (b, f) plus the Sybil prices, clear, update ratings. The
-        Sybils price off the last period's honest prices: they do not see this period's."""
+        """One clearing with every consumer: post, shop, close (see the three)."""
+        self._open(honest)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.clear_keys, self.t)
+        self._shop(self.values, keys)
+        return self._close()
+
+    def _open(self, honest: np.ndarray) -> None:
+        """Post ``honest`` prices (b, f) plus the Sybil prices; stock is full. The Sybils
+        price off the last period's honest prices: they do not see this period's."""
         cfg = self.cfg
         sybil = sybil_prices(
             self.last_honest, self.n_list - self.f, cfg.sybil_discount, cfg.sybil_cost
         )
         self.last_honest = honest.copy()
         price = np.concatenate([honest, sybil], axis=1)
+        shown = perceived_quality(
+            self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
+        )
+        self.period = {
+            "price": price, "shown": shown, "stock": np.full(price.shape, cfg.capacity, np.int32),
+            "sales": np.zeros(price.shape), "surplus": np.zeros(self.values.shape),
+        }  # fmt: skip
+
+    def _shop(self, values: np.ndarray, keys: jax.Array) -> None:
+        """Consumers with ``values`` (b, C; 0 for those not here) shop from what is left at
+        the prices posted, seeing the ratings as they are now; their ratings count at once."""
+        cfg, per = self.cfg, self.period
         perceived = perceived_quality(
             self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
         )
-        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.clear_keys, self.t)
         out = jax.device_get(
             market_period(
                 keys,
-                self.values.astype(np.float32),
-                price.astype(np.float32),
+                values.astype(np.float32),
+                per["price"].astype(np.float32),
                 perceived.astype(np.float32),
-                np.broadcast_to(self.true_q, price.shape).astype(np.float32),
-                np.full(price.shape, cfg.capacity, np.int32),
+                np.broadcast_to(self.true_q, per["price"].shape).astype(np.float32),
+                per["stock"],
                 visible=cfg.visible,
             )
         )
         sales = np.asarray(out["sales"], np.float64)
+        per["stock"] = per["stock"] - np.asarray(out["sales"], np.int32)
+        per["sales"] += sales
+        per["surplus"] += np.asarray(out["surplus"], np.float64)
         if self.t > 0:  # the warm-up clearing of period 0 leaves the ratings untouched
             self.rating_sum += sales * self.true_q
             self.rating_n += sales
+
+    def _close(self) -> dict[str, np.ndarray]:
+        """End the period: Sybil identities re-enter, profits and history are set."""
+        cfg, per = self.cfg, self.period
         after = perceived_quality(
             self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
         )
         gone = reenter(self.fraud[None] & np.ones_like(after, bool), after, cfg.reentry_rating)
         self.rating_sum[gone] = 0.0
         self.rating_n[gone] = 0.0
+        price, sales = per["price"], per["sales"]
         self.price, self.sales = price, sales
         self.perceived = perceived_quality(
             self.claim, self.rating_sum, self.rating_n, cfg.rating_prior, cfg.ratings
         )
         self.profit = price * sales - self.cost * sales
         self.history.append((price[:, : self.f], sales[:, : self.f], self.profit[:, : self.f]))
-        return {**out, "reentries": gone.sum(axis=1), "shown": perceived}
+        return {"surplus": per["surplus"], "sales": sales, "reentries": gone.sum(axis=1), "shown": per["shown"]}
+
+    # -- arrivals > 1: consumers arrive at k moments of a period, as batched events ----------
+    def _arrive(self, consumers: np.ndarray) -> None:
+        """The consumers (batch rows, replicate-major) arriving now shop, in one call."""
+        here = np.zeros(self.values.size, bool)
+        here[consumers] = True
+        moment = int(round((self.sim.now - np.floor(self.sim.now)) * self.cfg.arrivals))
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(self.clear_keys, self.t)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys, moment + 1)
+        self._shop(np.where(here.reshape(self.values.shape), self.values, 0.0), keys)
+
+    def _close_period(self) -> None:
+        self._settle(self._close(), *self.pending)
 
     def observe(self) -> dict[str, np.ndarray]:
         """Each firm's view of the last period (rows: replicate-major)."""
@@ -308,7 +336,7 @@ class _Batch:
         row = agent - self.offset
         r, f = divmod(row, self.f)
         cfg = self.cfg
-        start = max(0, len(self.history) - cfg.llm_history)
+        start = max(0, len(self.history) - cfg.llm_memory)
         hist = [
             (t, float(p[r, f]), int(s[r, f]), float(pi[r, f]))
             for t, (p, s, pi) in enumerate(self.history[start:], start=start)
@@ -321,7 +349,7 @@ class _Batch:
         return prompts.firm_prompt(
             firm=f + 1,
             period=self.t + 1,
-            periods=cfg.periods,
+            periods=cfg.steps,
             unit_cost=cfg.unit_cost,
             capacity=cfg.capacity,
             history=hist,
@@ -332,13 +360,6 @@ class _Batch:
     async def run(self) -> None:
         self.sim.every(1.0, self.step, name="market period")
         await self.sim.arun()
-
-    def _budget_spent(self) -> bool:
-        if self.client is not None and self.client.budget_exhausted:
-            self.ctx.stop_reason = self.client.budget_message
-            self.sim.stop(self.client.budget_message or "LLM budget reached")
-            return True
-        return False
 
     async def step(self) -> None:
         """One period: observe, every cohort prices, clear, learn, record."""
@@ -358,15 +379,31 @@ class _Batch:
                 for t, r in zip(llm.listings, rows, strict=True)
             ]
         self.t += 1
-        out = self._clear(price.reshape(self.b, self.f))
+        if cfg.arrivals == 1:
+            self._settle(self._clear(price.reshape(self.b, self.f)), ids, obs, raw)
+            return
+        # Consumers arrive at k moments of this period; the period closes after the last.
+        self._open(price.reshape(self.b, self.f))
+        self.pending = (ids, obs, raw)
+        k, now = cfg.arrivals, self.sim.now
+        slot = np.stack([rng.integers(k, size=cfg.consumers) for rng in self.arrival_rngs]).ravel()
+        for j in range(k):  # arrival moments, not consumers
+            here = np.flatnonzero(slot == j)
+            if here.size:
+                self.sim.at(now + j / k, self.arrive, agents=here, priority=1, name="market arrivals")
+        self.sim.at(now + (k - 1) / k, self.close, priority=2, name="market close")
+
+    def _settle(self, out: Mapping[str, np.ndarray], ids: np.ndarray, obs, raw: np.ndarray) -> None:
+        """After a period's clearing: firms learn from their profit; rows; stop or go on."""
+        cfg = self.cfg
         reward = self.profit[:, : self.f].reshape(-1) / (cfg.capacity * cfg.unit_cost)
         if "learned" in self.kind_names and cfg.learning_rate > 0:
             self.pop.learn(ids, obs, raw, reward, jax.random.fold_in(self.learn_key, self.t))
         self._record(out)
-        if self.t == cfg.periods:
+        if self.t == cfg.steps:
             self.sim.stop("done")
         else:
-            self._budget_spent()
+            budget_reached(self.client, self.ctx, self.sim)
 
     def _record(self, out: Mapping[str, np.ndarray]) -> None:
         cfg, rec, t, f = self.cfg, self.ctx.recorder, float(self.t), self.f
@@ -441,33 +478,12 @@ class Market(Scenario):
     labels = {"kind": str, "agent": int, "cohort": str}
 
     def run(self, cfg: MarketConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
-        return asyncio.run(self._arun(cfg, ctx))
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            b = _Batch(cfg, ctx, reps, client)
+            await b.run()
+            return b.results(), float(b.t)
 
-    async def _arun(self, cfg: MarketConfig, ctx: RunContext) -> dict[str, np.ndarray]:
-        needs_llm = cfg.agents == "llm" or (
-            cfg.agents == "mixed" and "llm" in parse_mix(cfg.split, cfg.firms, 0).tolist()
-        )
-        opened = open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            max_tokens=cfg.llm_max_tokens,
-            temperature=cfg.llm_temperature,
-            budget_tokens=cfg.llm_budget_tokens,
-            needed=needs_llm,
-        )
-        out: dict[str, np.ndarray] = {}
-        last = 0
-        async with opened as client:
-            for reps in ctx.replicate_batches():
-                batch = _Batch(cfg, ctx, reps, client)
-                if not ctx.stop_reason:
-                    await batch.run()
-                for k, v in batch.results().items():
-                    out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
-                last = max(last, batch.t)
-            if client is not None:
-                record_usage(ctx.recorder, client, float(last), agents_per_replicate=cfg.firms)
-        return out
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: MarketConfig) -> list[Path]:
         """Prices by firm kind against unit cost, then one PNG per other per-period metric."""

@@ -11,8 +11,6 @@ learn (``learning``) and LLM agents remember the round.
 
 from __future__ import annotations
 
-import asyncio
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,8 +23,8 @@ from sim_core.experiment import RunContext
 from sim_core.graph import Neighbours, neighbour_mean, random_neighbour
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, LLMCohort, RuleCohort, parse_mix
-from society.llm.session import open_client, record_usage
-from society.population import Population
+from society.driver import budget_reached, drive
+from society.population import Population, build_population, kinds_of, uses_llm
 
 FEATURES = ["neighbours_last", "my_last", "my_last_payoff"]
 
@@ -57,59 +55,47 @@ def game_text(cfg: NetworkGameConfig) -> str:
     )
 
 
-def build_population(cfg: NetworkGameConfig, ctx: RunContext, nb: Neighbours, replicate: int, client) -> Population:
+def population_of(cfg: NetworkGameConfig, ctx: RunContext, nb: Neighbours, replicate: int, client) -> Population:
     """Cohorts over agents 0..N-1 as the config asks."""
-    n = cfg.agents
+    n = cfg.population
     rng = ctx.rng.numpy("agents", replicate)
-    kinds = np.full(n, cfg.agent_type) if cfg.agent_type != "mixed" else parse_mix(cfg.split, n, rng)
-    cohorts = []
-    ids = {k: np.flatnonzero(kinds == k) for k in ("rules", "learned", "llm")}
-    if ids["rules"].size:
-        spec = cfg.strategies or "allc:1,alld:1"
-        cohorts.append(RuleCohort("rules", ids["rules"], parse_mix(spec, ids["rules"].size, rng)))
-    if ids["learned"].size:
-        cohorts.append(
-            LearnedCohort(
-                "learned", ids["learned"], features=FEATURES, actions="continuous",
-                rule=cfg.learning, lr=cfg.lr, beta=cfg.beta, neighbours=nb,
-                evolve_every=1 if cfg.learning == "social" else None,
-                key=ctx.rng.key("learned-init", replicate),
-            )
-        )
-    if ids["llm"].size:
-        cohorts.append(
-            LLMCohort(
-                "llm", ids["llm"], client, schema=Cooperate, fallback=Cooperate(cooperate=0.0),
-                template=TEMPLATE.replace("{rules}", game_text(cfg)), memory_size=4,
-                to_action=lambda m: m.cooperate,
-            )
-        )
-    return Population(cohorts, capacity=n)
+    make = {
+        "rules": lambda ids: RuleCohort("rules", ids, parse_mix(cfg.strategies or "allc:1,alld:1", ids.size, rng)),
+        "learned": lambda ids: LearnedCohort(
+            "learned", ids, features=FEATURES, actions="continuous",
+            rule=cfg.learning, lr=cfg.learning_rate, beta=cfg.beta, neighbours=nb,
+            evolve_every=1 if cfg.learning == "social" else None,
+            key=ctx.rng.key("learned-init", replicate),
+        ),
+        "llm": lambda ids: LLMCohort(
+            "llm", ids, client, schema=Cooperate, fallback=Cooperate(cooperate=0.0),
+            template=TEMPLATE.replace("{rules}", game_text(cfg)), memory_size=cfg.llm_memory,
+            to_action=lambda m: m.cooperate,
+        ),
+    }  # fmt: skip
+    return build_population(kinds_of(cfg, rng), np.arange(n), make, capacity=n)
 
 
-async def run_cohorts(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> dict[str, np.ndarray]:
-    """All replicates (one after another: LLM calls dominate). Headline: cooperator_fraction,
-    and the final cooperation level of each cohort (``cooperation.<cohort>``)."""
-    needs_llm = cfg.agent_type == "llm" or (cfg.agent_type == "mixed" and "llm" in cfg.split)
-    if needs_llm:
-        async with open_client(ctx.options, run_dir=ctx.run_dir, max_tokens=32) as client:
-            out = [await _replicate(cfg, ctx, rules, nb, r, client) for r in range(ctx.replicates)]
-            record_usage(ctx.recorder, client, float(cfg.steps))  # per-agent rows stay in the client
-            if client.budget_exhausted:
-                ctx.stop_reason = client.budget_message or "LLM budget reached"
-    else:
-        out = [await _replicate(cfg, ctx, rules, nb, r, None) for r in range(ctx.replicates)]
-    # A cohort absent from a replicate (a mixed split at small N) counts as NaN there.
-    names = sorted({k for o in out for k in o})
-    return {k: np.asarray([o.get(k, np.nan) for o in out], dtype=float) for k in names}
+def run_cohort_game(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> dict[str, np.ndarray]:
+    """All replicates, one at a time (LLM calls dominate). Headline: cooperator_fraction, and
+    the final cooperation level of each cohort (``cooperation.<cohort>``; NaN in a replicate
+    without that cohort, e.g. a mixed split at small N)."""
+
+    async def batch(reps: np.ndarray, client) -> tuple[dict, float]:
+        out = await _replicate(cfg, ctx, rules, nb, int(reps[0]), client)
+        return {k: np.asarray([v]) for k, v in out.items()}, float(cfg.steps)
+
+    # Per-agent usage rows stay in the client.
+    one_each = [np.array([r]) for r in range(ctx.replicates)]
+    return drive(cfg, ctx, batch, llm=uses_llm(cfg), batches=one_each)
 
 
 async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replicate: int, client) -> dict[str, float]:
     try:
-        pop = build_population(cfg, ctx, nb, replicate, client)
+        pop = population_of(cfg, ctx, nb, replicate, client)
     except ValueError as exc:  # a bad strategy name or mix is user input
         raise ConfigError(str(exc)) from None
-    n, rec = cfg.agents, ctx.recorder
+    n, rec = cfg.population, ctx.recorder
     everyone = np.arange(n)
     key = ctx.rng.key("dynamics", replicate)
     state = {"x": np.full(n, 0.5, np.float32), "pay": np.zeros(n, np.float32), "total": 0.0, "count": 0}
@@ -143,8 +129,7 @@ async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replica
         if cfg.average_from is not None and g >= cfg.average_from:
             state["total"] += float(x.mean())
             state["count"] += 1
-        if client is not None and client.budget_exhausted:
-            sim.stop("LLM budget reached")
+        budget_reached(client, ctx, sim)
 
     for g in range(1, cfg.steps + 1):
         sim.at(float(g), round_, g)
@@ -168,6 +153,3 @@ def _imitate_strategies(rules: RuleCohort, nb: Neighbours, pay: np.ndarray, beta
     if copy.any():
         rules.set_strategy(me[copy], rules.strategy_of(j[copy]))
 
-
-def run_cohort_game(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> dict[str, np.ndarray]:
-    return asyncio.run(run_cohorts(cfg, ctx, rules, nb))

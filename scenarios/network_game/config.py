@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Graph, Split
+from scenarios.fields import Graph, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 # Preset payoff matrices (R, S, T, P); any of them can be overridden.
@@ -17,17 +17,15 @@ PRESETS = {
 }
 
 
-class NetworkGameConfig(BaseModel):
+class NetworkGameConfig(SharedConfig):
     """Evolutionary 2-strategy games (cooperate/defect) on a graph, fully vectorised."""
-
-    model_config = ConfigDict(extra="forbid")
 
     graph: Graph = Field(
         "random-regular",
         description="complete | cycle | lattice | random-regular | erdos-renyi | small-world | "
         "scale-free | a path to an edge-list file ('u v' per line)",
     )
-    agents: int = Field(1000, ge=2, description="number of agents N (a square number for lattice)")
+    population: int = Field(1000, ge=2, description="number of agents N (a square number for lattice)")
     degree: int = Field(
         4, ge=1, description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
         "degree, scale-free 2m"
@@ -68,12 +66,12 @@ class NetworkGameConfig(BaseModel):
         None, ge=0, description="cooperator_fraction is averaged over generations >= this (default: final value)"
     )
     record_every: int = Field(1, ge=1, description="generations between recorded rows")
-    agent_type: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "rules", description="who decides: rules (the evolutionary game above, or a rule mix with "
         "'strategies'), learned policies, LLM agents, or a mix given by 'split'; all but plain "
         "rules give continuous donation levels in [0, 1] and one round per generation"
     )
-    split: Split = Field("rules:8,learned:1,llm:1", description="agent_type=mixed: relative shares of rules, learned, llm")
+    split: Split = Field("rules:8,learned:1,llm:1", description="agents=mixed: relative shares of rules, learned, llm")
     strategies: str | None = Field(
         None, description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (rule library "
         "names); rule agents then imitate strategies by the Fermi rule with 'beta'"
@@ -82,7 +80,9 @@ class NetworkGameConfig(BaseModel):
         "reinforce", description="learned agents: policy gradient within a lifetime, or Fermi "
         "imitation of a neighbour's policy (with 'beta')"
     )
-    lr: float = Field(0.05, gt=0, description="learned agents: learning rate")
+    learning_rate: float = Field(0.05, gt=0, description="learned agents: learning rate")
+    llm_max_tokens: int = Field(32, gt=0, description="LLM agents: reply limit in tokens (a one-number JSON)")
+    llm_memory: int = Field(4, ge=0, description="LLM agents: how many of their past rounds they are shown")
     shard: bool | None = Field(
         None, description="split the agent axis over all devices with jax.sharding (one "
         "population larger than a device); default: when more than one device is visible. "
@@ -103,7 +103,7 @@ class NetworkGameConfig(BaseModel):
         if self.update in ("best-neighbour", "proportional") and self.synchronous is False:
             raise ValueError(f"update={self.update} is synchronous by definition; drop synchronous=false")
         if self.cohort_path() and self.until == "fixation":
-            raise ValueError("until=fixation needs the plain evolutionary game (agent_type=rules, no strategies)")
+            raise ValueError("until=fixation needs the plain evolutionary game (agents=rules, no strategies)")
         if self.average_from is not None and self.average_from > self.steps:
             raise ValueError(f"average_from ({self.average_from}) must be <= steps ({self.steps})")
         R, S, T, P = self.matrix()
@@ -131,7 +131,7 @@ class NetworkGameConfig(BaseModel):
 
     def cohort_path(self) -> bool:
         """True when agents are cohorts acting every round (rule mixes, learned, LLM)."""
-        return self.agent_type != "rules" or self.strategies is not None
+        return self.agents != "rules" or self.strategies is not None
 
     def is_synchronous(self) -> bool:
         if self.update in ("best-neighbour", "proportional"):

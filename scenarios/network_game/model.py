@@ -30,7 +30,7 @@ def build_topology(cfg: NetworkGameConfig, seed: int) -> Topology:
     """The graph by name, or read from the edge-list file ``cfg.graph`` names."""
     return make_topology(
         cfg.graph,
-        cfg.agents,
+        cfg.population,
         degree=cfg.degree,
         neighbourhood=cfg.neighbourhood,
         periodic=cfg.periodic,
@@ -62,7 +62,7 @@ def chunk_length(cfg: NetworkGameConfig) -> int:
     if cfg.until == "fixation":
         return min(cfg.steps, FIXATION_CHUNK)
     lo, hi = CHUNK_BOUNDS
-    return min(cfg.steps, max(lo, min(hi, CHUNK_WORK // cfg.agents)))
+    return min(cfg.steps, max(lo, min(hi, CHUNK_WORK // cfg.population)))
 
 
 def rules_of(cfg: NetworkGameConfig) -> Rules:
@@ -91,8 +91,8 @@ class NetworkGame(Scenario):
         graph_seed = int(ctx.rng.numpy("graph").integers(2**31))
         try:  # graph parameters are user input: their errors are config errors
             topo = build_topology(cfg, graph_seed)
-            if topo.n != cfg.agents:
-                raise ValueError(f"graph '{cfg.graph}' has {topo.n} nodes but agents={cfg.agents}")
+            if topo.n != cfg.population:
+                raise ValueError(f"graph '{cfg.graph}' has {topo.n} nodes but agents={cfg.population}")
             nb = compile_neighbours(topo, cfg.is_synchronous() or cfg.cohort_path())
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
@@ -107,7 +107,7 @@ class NetworkGame(Scenario):
         rules = rules_of(cfg)
         if nb.table is not None:  # the game's kernels read only the table: drop src/dst
             nb = nb.table_only()
-        n = cfg.agents
+        n = cfg.population
         n_coop = 1 if cfg.init_cooperators == "single" else int(round(cfg.init_cooperators * n))
         frac = np.zeros(ctx.replicates)
         fixed_coop = np.zeros(ctx.replicates)

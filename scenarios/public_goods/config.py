@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Graph, Split
+from scenarios.fields import Graph, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 # Rule agents' types; the shares of the default mix follow the types Fischbacher, Gächter &
@@ -14,12 +14,10 @@ from society.mix import parse_weights
 STRATEGIES = ("conditional", "free-rider", "cooperator", "punisher", "rewarder")
 
 
-class PublicGoodsConfig(BaseModel):
+class PublicGoodsConfig(SharedConfig):
     """Public goods game on a graph: contributions x r shared, optional punishment and reward."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "rules",
         description="who decides: rules (the types in 'strategies': the baseline the lab studies "
         "of Fehr & Gächter describe), learned (REINFORCE policies over the contributed share), "
@@ -70,7 +68,7 @@ class PublicGoodsConfig(BaseModel):
     endowment: float = Field(
         20.0, gt=0.0, description="tokens every agent receives each round (20 in the lab studies)"
     )
-    rounds: int = Field(10, ge=1, description="rounds of the game (10 in Fehr & Gächter 2000)")
+    steps: int = Field(10, ge=1, description="rounds of the game (10 in Fehr & Gächter 2000)")
     punishment: bool = Field(
         False,
         description="after seeing the group's contributions, each agent may assign up to "
@@ -137,7 +135,7 @@ class PublicGoodsConfig(BaseModel):
         gt=0,
         description="stop the run cleanly at the round in which LLM use reaches this many tokens",
     )
-    llm_history: int = Field(
+    llm_memory: int = Field(
         5, ge=0, description="LLM agents: past rounds of their own play shown in each prompt"
     )
 

@@ -31,8 +31,8 @@ accounting rows (``llm_*``) carry ``replicate=-1`` (the whole run) unless per ag
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +58,9 @@ from sim_core.graph import Neighbours, neighbour_sum
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
+from society.driver import budget_reached, drive
 from society.llm import LLMClient, Request
-from society.llm.session import open_client, record_usage
-from society.population import Population
+from society.population import build_population, kinds_of, uses_llm
 from society.topology import make_topology
 
 CONTRIBUTION_FEATURES = ("others_last", "my_last")
@@ -367,7 +367,7 @@ class _Batch:
             group_size=cfg.group_size,
             r=cfg.r,
             endowment=cfg.endowment,
-            rounds=cfg.rounds,
+            rounds=cfg.steps,
             punishment=cfg.punishment,
             reward=cfg.reward,
             punishment_cost=cfg.punishment_cost,
@@ -376,8 +376,9 @@ class _Batch:
             reward_benefit=cfg.reward_benefit,
             max_points=cfg.max_points,
         )
-        self.pop = Population(self._cohorts(stage=1))
-        self.sanction_pop = Population(self._cohorts(stage=2)) if cfg.sanctions() else None
+        self.pop = build_population(self.kinds, self.gids, self._cohorts(stage=1))
+        sanctions = build_population(self.kinds, self.gids, self._cohorts(stage=2)) if cfg.sanctions() else None
+        self.sanction_pop = sanctions
         self.history: list[dict[str, np.ndarray]] = []  # last rounds, for LLM prompts
         zeros = np.zeros((r, n), np.float32)
         self.last = {"share": zeros, "payoff": zeros, "others": zeros}
@@ -390,73 +391,47 @@ class _Batch:
         self.sim = Scheduler()
 
     # -- cohorts ---------------------------------------------------------------------------
-    def _cohorts(self, stage: int) -> list:
-        cfg, out = self.cfg, []
-        flat = self.kinds.ravel()
-        for kind in self.present:
-            ids = self.gids[flat == kind]
-            if kind == "rules":
-                names = self.strategy.ravel()[flat == "rules"]
-                if stage == 1:
-                    params = {
-                        "conditional": {
-                            "slope": cfg.conditional_slope,
-                            "start": cfg.conditional_start,
-                        }
-                    }
-                    out.append(
-                        RuleCohort("rules", ids, names, strategies=CONTRIBUTE, params=params)
-                    )
-                else:
-                    m = {"max_points": cfg.max_points}
-                    params = {"punisher": m, "rewarder": m}
-                    out.append(RuleCohort("rules", ids, names, strategies=SANCTION, params=params))
-            elif kind == "learned":
-                common = dict(
-                    actions="continuous", rule="reinforce", lr=cfg.learning_rate,
-                    key=self.ctx.rng.key(f"learned-init-{stage}"),
-                )  # fmt: skip
-                if stage == 1:
-                    out.append(
-                        LearnedCohort("learned", ids, features=CONTRIBUTION_FEATURES, **common)
-                    )
-                else:
-                    out.append(
-                        SanctionLearnedCohort(
-                            "learned",
-                            ids,
-                            features=SANCTION_FEATURES,
-                            max_points=cfg.max_points,
-                            punishment=cfg.punishment,
-                            reward=cfg.reward,
-                            **common,
-                        )  # fmt: skip
-                    )
-            else:
-                if self.client is None:
-                    raise RuntimeError("LLM agents need an LLM client")
-                if stage == 1:
-                    out.append(
-                        ContributionLLMCohort(
-                            ids,
-                            self.client,
-                            render=self.render_contribution,
-                            system_prompt=self.system,
-                            endowment=cfg.endowment,
-                        )  # fmt: skip
-                    )
-                else:
-                    out.append(
-                        SanctionLLMCohort(
-                            ids,
-                            self.client,
-                            render=self.render_sanction,
-                            system_prompt=self.system,
-                            punishment=cfg.punishment,
-                            reward=cfg.reward,
-                        )  # fmt: skip
-                    )
-        return out
+    def _cohorts(self, stage: int) -> dict[str, Callable[[np.ndarray], Any]]:
+        """Cohort factories of a stage (1: contribute, 2: sanction), by kind."""
+        return {
+            "rules": partial(self._rules, stage),
+            "learned": partial(self._learned, stage),
+            "llm": partial(self._llm, stage),
+        }
+
+    def _rules(self, stage: int, ids: np.ndarray) -> RuleCohort:
+        cfg = self.cfg
+        names = self.strategy.ravel()[self.kinds.ravel() == "rules"]
+        if stage == 1:
+            params = {"conditional": {"slope": cfg.conditional_slope, "start": cfg.conditional_start}}
+            return RuleCohort("rules", ids, names, strategies=CONTRIBUTE, params=params)
+        m = {"max_points": cfg.max_points}
+        return RuleCohort("rules", ids, names, strategies=SANCTION, params={"punisher": m, "rewarder": m})
+
+    def _learned(self, stage: int, ids: np.ndarray) -> LearnedCohort:
+        cfg = self.cfg
+        common = dict(
+            actions="continuous", rule="reinforce", lr=cfg.learning_rate,
+            key=self.ctx.rng.key(f"learned-init-{stage}"),
+        )  # fmt: skip
+        if stage == 1:
+            return LearnedCohort("learned", ids, features=CONTRIBUTION_FEATURES, **common)
+        return SanctionLearnedCohort(
+            "learned", ids, features=SANCTION_FEATURES, max_points=cfg.max_points,
+            punishment=cfg.punishment, reward=cfg.reward, **common,
+        )  # fmt: skip
+
+    def _llm(self, stage: int, ids: np.ndarray) -> LLMCohort:
+        cfg = self.cfg
+        if stage == 1:
+            return ContributionLLMCohort(
+                ids, self.client, render=self.render_contribution, system_prompt=self.system,
+                endowment=cfg.endowment,
+            )  # fmt: skip
+        return SanctionLLMCohort(
+            ids, self.client, render=self.render_sanction, system_prompt=self.system,
+            punishment=cfg.punishment, reward=cfg.reward,
+        )  # fmt: skip
 
     # -- LLM prompts -----------------------------------------------------------------------
     def _row(self, agent: int) -> tuple[int, int]:
@@ -466,7 +441,7 @@ class _Batch:
         i, j = self._row(agent)
         cfg, e = self.cfg, self.cfg.endowment
         rows = []
-        for h in self.history[-cfg.llm_history :] if cfg.llm_history else []:
+        for h in self.history[-cfg.llm_memory :] if cfg.llm_memory else []:
             if not h["grouped"][i, j]:
                 rows.append({"round": h["round"], "sat_out": True, "earned": h["final"][i, j]})
                 continue
@@ -485,7 +460,7 @@ class _Batch:
             )
         return prompts.contribution_prompt(
             round_no=int(fields["round"]),
-            rounds=cfg.rounds,
+            rounds=cfg.steps,
             endowment=e,
             members=int(fields["group_n"]),
             mpcr=float(fields["mpcr"]),
@@ -497,7 +472,7 @@ class _Batch:
         e = self.cfg.endowment
         return prompts.sanction_prompt(
             round_no=int(fields["round"]),
-            rounds=self.cfg.rounds,
+            rounds=self.cfg.steps,
             mine=e * float(fields["my_contribution"]),
             others=(e * others).tolist(),
             earned=e * float(fields["my_payoff"]),
@@ -508,7 +483,7 @@ class _Batch:
 
     # -- one round -------------------------------------------------------------------------
     async def run(self) -> None:
-        for t in range(1, self.cfg.rounds + 1):
+        for t in range(1, self.cfg.steps + 1):
             self.sim.at(float(t), self.round, t)
         await self.sim.arun()
 
@@ -583,12 +558,10 @@ class _Batch:
             self._remember(t, grouped, share, views, mask, np.asarray(pay1), final, peers, pun, rew)
         self._record(t, grouped, share, final, pun, rew)
         self.rounds_done = t
-        if self.client is not None and self.client.budget_exhausted:
-            ctx.stop_reason = self.client.budget_message or "LLM budget reached"
-            self.sim.stop("llm budget")
+        budget_reached(self.client, ctx, self.sim)
 
     def _remember(self, t, grouped, share, views, mask, pay1, final, peers, pun, rew) -> None:
-        """What LLM agents are told of this round later (kept for llm_history rounds)."""
+        """What LLM agents are told of this round later (kept for llm_memory rounds)."""
         cfg = self.cfg
         zero = np.zeros_like(final)
         fine = bonus = spent = zero
@@ -616,7 +589,7 @@ class _Batch:
                 "spent": spent,
             }  # fmt: skip
         )
-        self.history = self.history[-max(cfg.llm_history, 1) :]
+        self.history = self.history[-max(cfg.llm_memory, 1) :]
 
     # -- records ---------------------------------------------------------------------------
     def _add(self, name: str, values: np.ndarray) -> None:
@@ -666,15 +639,6 @@ class _Batch:
         }
 
 
-def _kinds(cfg: PublicGoodsConfig, ctx: RunContext, reps: np.ndarray) -> np.ndarray:
-    """Kind of every agent, (replicates, N); a mix is placed at random per replicate."""
-    if cfg.agents != "mixed":
-        return np.full((reps.size, cfg.population), cfg.agents, dtype=object)
-    return np.stack(
-        [parse_mix(cfg.split, cfg.population, ctx.rng.numpy("split", int(r))) for r in reps]
-    ).astype(object)
-
-
 class PublicGoods(Scenario):
     """Public goods games on graphs with punishment and reward (Fehr & Gächter 2000)."""
 
@@ -685,33 +649,14 @@ class PublicGoods(Scenario):
 
     def run(self, cfg: PublicGoodsConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         nb = build_neighbours(cfg, int(ctx.rng.numpy("graph").integers(2**31)))
-        return asyncio.run(self._arun(cfg, ctx, nb))
 
-    async def _arun(self, cfg: PublicGoodsConfig, ctx: RunContext, nb: Neighbours | None) -> dict:
-        batches = [(reps, _kinds(cfg, ctx, reps)) for reps in ctx.replicate_batches()]
-        needs_llm = any((k == "llm").any() for _, k in batches)
-        opened = open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            max_tokens=cfg.llm_max_tokens,
-            temperature=cfg.llm_temperature,
-            budget_tokens=cfg.llm_budget_tokens,
-            needed=needs_llm,
-        )
-        out: dict[str, np.ndarray] = {}
-        end = 0.0
-        async with opened as client:
-            for reps, kinds in batches:
-                batch = _Batch(cfg, ctx, reps, nb, kinds, client)
-                await batch.run()
-                for k, v in batch.headline().items():
-                    out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
-                end = max(end, float(batch.rounds_done))
-                if ctx.stop_reason:
-                    break
-            if client is not None:
-                record_usage(ctx.recorder, client, end, agents_per_replicate=cfg.population)
-        return out
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            kinds = np.stack([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
+            b = _Batch(cfg, ctx, reps, nb, kinds, client)
+            await b.run()
+            return b.headline(), float(b.rounds_done)
+
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: PublicGoodsConfig) -> list[Path]:
         """One figure: contributions over rounds (all, per kind, per rule type), welfare, and

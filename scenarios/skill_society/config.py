@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from scenarios.fields import Graph, Split, parse_split
+from scenarios.fields import Graph, Kind, SharedConfig, Split, parse_split
 
 
-class SkillSocietyConfig(BaseModel):
+class SkillSocietyConfig(SharedConfig):
     """A society that learns from experience through shared and inherited artifacts, scored on held-out tasks."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    agents: Literal["rules", "learned", "llm", "mixed"] = Field(
+    agents: Kind = Field(
         "learned",
         description="kind of agent: rules (fixed domain choice on own success estimates), learned "
         "(REINFORCE policies over domains), llm (solve the text tasks and write notes), or mixed "
@@ -117,6 +115,15 @@ class SkillSocietyConfig(BaseModel):
         2, ge=1, description="llm agents: evaluation tasks per split at each checkpoint"
     )
     llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="llm agents: sampling temperature")
+    llm_latency: int = Field(
+        0,
+        ge=0,
+        description="llm agents: moments between asking and the reply's effect. 0: the moment "
+        "waits for the replies; k >= 1: an attempt started at moment t is a request in flight "
+        "and its reply arrives as an event at t + k (after that moment's numeric work), so "
+        "numeric agents keep stepping while LLM calls are out; each llm agent then attempts "
+        "once every k moments. Results do not depend on how long the calls really take",
+    )
     llm_max_tokens: int = Field(96, ge=8, description="llm agents: reply length bound in tokens")
     llm_budget_tokens: int | None = Field(
         None, gt=0, description="llm agents: stop the run cleanly once this many tokens are used"
@@ -125,8 +132,6 @@ class SkillSocietyConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> SkillSocietyConfig:
-        if self.agents == "mixed" and self.split is None:
-            raise ValueError("agents=mixed needs a split such as 'learned:98,llm:2'")
         if self.agents != "mixed" and self.split is not None:
             raise ValueError(f"split is only used with agents=mixed (agents is {self.agents!r})")
         if self.split is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -57,11 +58,12 @@ from sim_core.experiment import RunContext, Scenario
 from sim_core.graph import Neighbours
 from sim_core.scheduler import Scheduler
 from society.artifacts import ArtifactStore
-from society.cohorts import LearnedCohort, parse_mix
-from society.llm import Request
-from society.llm.session import open_client, record_usage
+from society.cohorts import LearnedCohort
+from society.driver import budget_reached, drive
+from society.llm import LLMClient, Request
 from society.metrics import dol_index, emergent_niches
 from society.metrics.improvement import forgetting, plasticity, transfer_ratio
+from society.population import kinds_of, uses_llm
 from society.sandbox import SandboxResult, run_function
 from society.topology import Topology, make_topology
 
@@ -136,7 +138,7 @@ class _Batch:
     def __init__(self, cfg: SkillSocietyConfig, ctx: RunContext, reps: np.ndarray, client):
         n = cfg.population
         self.cfg, self.ctx, self.reps, self.client = cfg, ctx, reps, client
-        self.kinds = np.concatenate([kinds_of(cfg, ctx, int(r)) for r in reps])
+        self.kinds = np.concatenate([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
         self.gids = (reps[:, None] * n + np.arange(n)).ravel()
         self.active = self.kinds != "llm"
         self.ids = jnp.asarray(self.gids, jnp.int32)
@@ -289,6 +291,12 @@ class _Batch:
         return out
 
     async def llm_moment(self, time: float) -> None:
+        """Every LLM agent attempts a task and its result counts in this moment."""
+        await self.llm_apply(await self.llm_attempt(), time)
+
+    async def llm_attempt(self) -> dict[str, Any]:
+        """Draw each LLM agent's task, retrieve artifacts (the store as it is now), ask for a
+        solution and, by chance, a distilled note; nothing changes the world yet."""
         cfg, n = self.cfg, self.cfg.population
         domains = self.llm_domains()
         tasks, retrieved = [], []
@@ -303,11 +311,7 @@ class _Batch:
         won = np.array([verify(t, a) for t, a in zip(tasks, answers, strict=True)])
         distil, notes_for = [], []
         for j, pos in enumerate(self.llm_pos.tolist()):
-            i, seat = divmod(pos, n)
-            ids = [a.id for a in retrieved[j]]
-            if ids:
-                self.stores[i].record_use(ids, np.full(len(ids), won[j]))
-            self.llm_stats[i] += (1, any(a.author != self.store_id(seat) for a in retrieved[j]))
+            i = pos // n
             p = cfg.distil_on_success if won[j] else cfg.distil_on_failure
             if self.llm_rng[i].random() < p:
                 code = cfg.artifact_kind == "code"
@@ -317,6 +321,22 @@ class _Batch:
                             agent=int(self.gids[pos]), cohort="llm")
                 )  # fmt: skip
                 notes_for.append(j)
+        notes = await self.client.complete_many(distil) if distil else []
+        return {
+            "domains": domains, "tasks": tasks, "retrieved": retrieved, "won": won,
+            "notes": list(zip(notes_for, notes, strict=True)),
+        }  # fmt: skip
+
+    async def llm_apply(self, attempt: dict[str, Any], time: float) -> None:
+        """The attempt's effects at ``time``: artifact use, stats, the shared world, notes."""
+        n = self.cfg.population
+        domains, tasks, retrieved, won = (attempt[k] for k in ("domains", "tasks", "retrieved", "won"))
+        for j, pos in enumerate(self.llm_pos.tolist()):
+            i, seat = divmod(pos, n)
+            ids = [a.id for a in retrieved[j]]
+            if ids:
+                self.stores[i].record_use(ids, np.full(len(ids), won[j]))
+            self.llm_stats[i] += (1, any(a.author != self.store_id(seat) for a in retrieved[j]))
         # the LLM agents' attempts count in the shared world (estimates, niches, DOL)
         pos, d = jnp.asarray(self.llm_pos), jnp.asarray(domains)
         w = self.world
@@ -326,13 +346,11 @@ class _Batch:
             successes=w.successes.at[pos, d].add(s),
             est=w.est.at[pos, d].add(dyn.EST_RATE * (s - w.est[pos, d])),
         )
-        if distil:
-            notes = await self.client.complete_many(distil)
-            for j, c in zip(notes_for, notes, strict=True):
-                parsed = c.parsed
-                text = (parsed.code if isinstance(parsed, Code) else parsed.note if parsed else "").strip()
-                if text:
-                    await self.publish_note(j, tasks[j], text, retrieved[j], time)
+        for j, c in attempt["notes"]:
+            parsed = c.parsed
+            text = (parsed.code if isinstance(parsed, Code) else parsed.note if parsed else "").strip()
+            if text:
+                await self.publish_note(j, tasks[j], text, retrieved[j], time)
 
     async def publish_note(self, j: int, task, text: str, parents: list, time: float) -> None:
         pos = int(self.llm_pos[j])
@@ -417,13 +435,6 @@ class _Batch:
         return np.asarray(ok, np.float64).reshape(shape)
 
 
-def kinds_of(cfg: SkillSocietyConfig, ctx: RunContext, replicate: int) -> np.ndarray:
-    """Kind of every seat of one replicate (a mix is drawn per replicate)."""
-    if cfg.split is None:
-        return np.full(cfg.population, cfg.agents, dtype=object)
-    return parse_mix(cfg.split, cfg.population, ctx.rng.numpy("split", replicate)).astype(object)
-
-
 class SkillSociety(Scenario):
     """Collective self-improvement through artifacts, measured on held-out tasks."""
 
@@ -433,40 +444,17 @@ class SkillSociety(Scenario):
     labels = {"split": str, "kind": str, "domain": str, "agent": int, "cohort": str}
 
     def run(self, cfg: SkillSocietyConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
-        return asyncio.run(self._arun(cfg, ctx))
+        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
+            return await self._run_batch(cfg, ctx, reps, client)
 
-    async def _arun(self, cfg, ctx: RunContext) -> dict[str, np.ndarray]:
-        batches = ctx.replicate_batches()
-        has_llm = any((kinds_of(cfg, ctx, int(r)) == "llm").any() for b in batches for r in b)
-        results: list[dict[str, np.ndarray]] = []
-        async with open_client(
-            ctx.options,
-            run_dir=ctx.run_dir,
-            needed=has_llm,
-            max_tokens=cfg.llm_max_tokens,
-            temperature=cfg.llm_temperature,
-            budget_tokens=cfg.llm_budget_tokens,
-        ) as client:
-            end = 0.0
-            for reps in batches:
-                out, end = await self._run_batch(cfg, ctx, reps, client)
-                results.append(out)
-                if ctx.stop_reason:
-                    break
-            if client is not None:
-                record_usage(ctx.recorder, client, end)
-        headline: dict[str, list] = {}
-        for out in results:
-            for k, v in out.items():
-                headline.setdefault(k, []).append(v)
-        done = sum(len(b) for b in batches[: len(results)])
-        return {k: _pad(np.concatenate(v), ctx.replicates, done) for k, v in headline.items()}
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg))
 
     async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, client) -> tuple[dict, float]:
         b = _Batch(cfg, ctx, reps, client)
         total = cfg.steps * cfg.generations
         moment_key, learn_key = ctx.rng.key("moments"), ctx.rng.key("learn")
         sim = Scheduler()
+        in_flight: asyncio.Future | None = None  # llm_latency >= 1: the LLM attempt out
         try:
 
             async def checkpoint() -> None:
@@ -480,17 +468,31 @@ class SkillSociety(Scenario):
                 if t >= total:
                     sim.stop("steps")
 
+            def ask(t: int) -> None:
+                """Start an LLM attempt now; its reply arrives as an event llm_latency later."""
+                nonlocal in_flight
+                if t + cfg.llm_latency < total:
+                    in_flight = asyncio.ensure_future(b.llm_attempt())
+                    sim.at(float(t + cfg.llm_latency), reply, priority=1, name="skill-society llm reply")
+
+            async def reply() -> None:
+                nonlocal in_flight
+                attempt, in_flight = await in_flight, None
+                await b.llm_apply(attempt, sim.now)
+                if not budget_reached(client, ctx, sim):
+                    ask(int(sim.now))
+
             async def moment() -> None:
                 t = int(sim.now)
                 key = jax.random.fold_in(moment_key, t)
                 choice = b.choices(jax.random.fold_in(key, 1))
                 b.world, out = dyn.step(jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, b.active_dev, b.ids)
                 b.learn(choice, out, jax.random.fold_in(learn_key, t))
-                if b.llm_pos.size:
+                if b.llm_pos.size and not cfg.llm_latency:
                     await b.llm_moment(float(t))
-                    if client.budget_exhausted:
-                        ctx.stop_reason = client.budget_message
-                        sim.stop("llm budget")
+                    budget_reached(client, ctx, sim)
+                elif b.llm_pos.size and in_flight is None:
+                    ask(t)
                 if (t + 1) % cfg.record_every == 0:
                     self._record_moment(b, t + 1, out)
 
@@ -502,6 +504,9 @@ class SkillSociety(Scenario):
                 await self._checkpoint(b, sim.now)  # a budget stop still ends on a checkpoint
             return self._finish(b), float(sim.now)
         finally:
+            if in_flight is not None:  # a stop with a request out: its reply is not used
+                in_flight.cancel()
+                await asyncio.gather(in_flight, return_exceptions=True)
             b.close()
 
     # -- recording ---------------------------------------------------------------------------
@@ -640,8 +645,3 @@ def _dol(counts: np.ndarray) -> float:
     return dol_index(counts)["dol_indiv_to_task"] if counts.sum() else float("nan")
 
 
-def _pad(values: np.ndarray, replicates: int, done: int) -> np.ndarray:
-    """NaN for replicates a budget stop left unrun."""
-    out = np.full(replicates, np.nan)
-    out[:done] = values[:done]
-    return out

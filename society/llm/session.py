@@ -136,14 +136,17 @@ def record_usage(
     Totals and per-cohort rows are run-wide (replicate -1; label ``cohort`` on the latter).
     Scenarios that number agents ``replicate * N + seat`` pass ``agents_per_replicate=N`` to
     also record per-agent rows under their replicate with label ``agent`` = seat; otherwise
-    per-agent rows stay in the client. The scenario declares the labels it receives.
+    per-agent rows stay in the client. Rows go only under labels the scenario declares
+    (``agent``, ``cohort``); a study that declares neither gets the run-wide totals.
     """
+    declared = recorder.labels or {}
     for row in client.usage.rows():
         if "agent" in row:
-            if agents_per_replicate is not None:
+            if agents_per_replicate is not None and "agent" in declared:
                 rep, seat = divmod(int(row["agent"]), agents_per_replicate)
                 recorder.record(time, row["metric"], row["value"], replicate=rep, agent=seat)
         elif "cohort" in row:
-            recorder.record(time, row["metric"], row["value"], replicate=-1, cohort=row["cohort"])
+            if "cohort" in declared:
+                recorder.record(time, row["metric"], row["value"], replicate=-1, cohort=row["cohort"])
         else:
             recorder.record(time, row["metric"], row["value"], replicate=-1)

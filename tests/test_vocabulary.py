@@ -1,0 +1,60 @@
+"""One vocabulary across scenarios (issue 14): every registered config shares the same
+fields through the mixins of scenarios.fields, and old names are refused with one line
+that names the new one."""
+
+import pytest
+
+import scenarios
+from scenarios.fields import RENAMED, SHARED_MIXINS, LearningFields, LLMFields, PopulationFields
+from sim_core.errors import ConfigError
+
+SHARED = {
+    name for mixin in SHARED_MIXINS for name in mixin.model_fields
+}  # agents, split, population, learning_rate, llm_temperature, llm_max_tokens, llm_budget_tokens
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_every_config_inherits_the_shared_fields(name):
+    cls = scenarios.config_class(name)
+    assert (
+        issubclass(cls, PopulationFields)
+        and issubclass(cls, LearningFields)
+        and issubclass(cls, LLMFields)
+    )
+    assert SHARED <= set(cls.model_fields)
+    # A scenario may change a default, not the meaning: the kinds and value types are the mixins'.
+    assert (
+        cls.model_fields["agents"].annotation == PopulationFields.model_fields["agents"].annotation
+    )
+    assert cls.model_fields["population"].annotation is int
+    assert cls.model_fields["learning_rate"].annotation is float
+    assert "steps" in cls.model_fields
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_old_names_are_refused_naming_the_new_one(name):
+    fields = scenarios.config_class(name).model_fields
+    for old, new in RENAMED.items():
+        if old in fields:
+            continue
+        with pytest.raises(ConfigError) as err:
+            scenarios.run(name, write=False, **{old: 1})
+        assert str(err.value) == f"parameter '{old}' is now called '{new}'"
+
+
+@pytest.mark.parametrize("value", [400, "400", 1e3])
+def test_a_number_for_agents_points_to_population(value):
+    with pytest.raises(
+        ConfigError, match=r"'agents' is the kind of agent .* the number of agents is 'population'"
+    ):
+        scenarios.run("network-game", write=False, agents=value)
+
+
+def test_the_cli_refuses_an_old_name_in_one_line(capsys, tmp_path):
+    from scenarios.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "network-game", "--set", "lr=0.1", "--out", str(tmp_path / "run")])
+    assert exit_.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "'lr' is now called 'learning_rate'" in err
