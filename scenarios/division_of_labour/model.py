@@ -257,11 +257,11 @@ class DivisionOfLabour(Scenario):
         agent_key, learn_key = ctx.rng.key("agents"), ctx.rng.key("learn")
         trace = min(cfg.trace_agents, n)
         self._record_start(cfg, ctx, reps, worlds)
-        state = {"worlds": worlds, "t": 0}
+        state = {"worlds": worlds}
         sim = Scheduler()
 
         async def step() -> None:
-            t, worlds = state["t"], state["worlds"]
+            t, worlds = int(sim.now), state["worlds"]
             met, quit, stim, theta = offer_batch(p, worlds, world_keys, t)
             idle = np.asarray(worlds.task).ravel() < 0
             st, th = np.asarray(stim).ravel(), np.asarray(theta).ravel()
@@ -290,8 +290,8 @@ class DivisionOfLabour(Scenario):
                 )
             worlds = transition_batch(p, worlds, engage.reshape(reps.size, n), met, quit, t)
             s, share = observe_batch(worlds)
-            state["worlds"], state["t"] = worlds, t + 1
-            if state["t"] >= cfg.steps:
+            state["worlds"] = worlds
+            if t + 1 >= cfg.steps:
                 sim.stop("steps")
             else:
                 budget_reached(client, ctx, sim)
@@ -302,7 +302,7 @@ class DivisionOfLabour(Scenario):
 
         sim.every(1.0, step, name="division-of-labour step")
         await sim.arun()
-        end = float(state["t"])
+        end = sim.now + 1.0  # after the last step (the scheduler is the clock)
         return self._record_end(cfg, ctx, reps, state["worlds"], kinds, end), end
 
     # -- plots -----------------------------------------------------------------------------

@@ -149,10 +149,14 @@ class _Batch:
         self.act_key = ctx.rng.key("act")
         self.learn_key = ctx.rng.key("learn")
         self.last = {k: np.full(self.b, np.nan) for k in HEADLINE}
-        self.t = 0
         self.gen = 0
         self.generations_done = 0
         self.sim = Scheduler()
+
+    @property
+    def t(self) -> int:
+        """The round now: the scheduler is the clock (one round per unit of time)."""
+        return int(self.sim.now)
 
     # -- setup -----------------------------------------------------------------------------
     def _rules(self, ids: np.ndarray) -> RuleCohort:
@@ -282,8 +286,7 @@ class _Batch:
             self._end_game(game)
         if rest == per_gen - 1:
             await self._end_generation(g)
-        self.t += 1
-        if self.t == cfg.generations * per_gen:
+        if self.t + 1 == cfg.generations * per_gen:
             self.sim.stop("done")
         else:
             budget_reached(self.client, self.ctx, self.sim)

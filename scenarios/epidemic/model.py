@@ -320,7 +320,6 @@ class _Batch:
         self.active_days = np.zeros(b)
         self.peak = np.zeros(b)
         self.peak_day = np.zeros(b)
-        self.day = 0
         self.sim = Scheduler()
         # periods=drawn: latent and infectious periods drawn per agent at infection, and the
         # transitions scheduled as batched events (one call per day for all agents due).
@@ -360,6 +359,11 @@ class _Batch:
                 n_samples=cfg.llm_samples, graph=graph,
             )  # fmt: skip
         return PerAgentLLMCohort("llm", ids, self.client, system=system, graph=graph, memory=cfg.llm_memory)
+
+    @property
+    def day(self) -> int:
+        """The day now: the scheduler is the clock (one day per unit of time)."""
+        return int(self.sim.now)
 
     # -- periods=drawn: transitions as scheduled events --------------------------------------
     def _schedule(self, infected: np.ndarray, day: int, *, latent: bool) -> None:
@@ -421,7 +425,7 @@ class _Batch:
             )
 
     async def step(self) -> None:
-        cfg, d, b, n = self.cfg, self.day, self.b, self.n
+        cfg, d, b, n = self.cfg, int(self.sim.now), self.b, self.n
         stacked, shares, glob, act_key = _observe_day(
             self.p, self.nb, self.health, self.sym, self.prev_global, self.act_key, d,
             fields=self.fields, seen=cfg.prevalence_signal,
@@ -483,7 +487,6 @@ class _Batch:
         if "llm" in self.kind_names:
             calls = self.pop.cohort("llm").last_calls
             self.ctx.recorder.record(t, "llm_calls", float(calls), replicate=-1, kind="llm")
-        self.day = d + 1
         budget_reached(self.client, self.ctx, self.sim)
 
     def _kind_sums(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
