@@ -189,7 +189,6 @@ class _Batch:
         # Learned agents' return unit: a fisher's sustainable catch over an episode.
         self.unit = cfg.steps * (f0 if f0 > 0 else cfg.capacity) / n
         self.last: dict[str, np.ndarray] = {}
-        self.t = 0
         self.episodes_done = 0
         self.sim = Scheduler()
         self.transcript = (
@@ -304,8 +303,13 @@ class _Batch:
                 fh.writelines(json.dumps(e) + "\n" for e in log)
 
     # -- the run ---------------------------------------------------------------------------
+    @property
+    def t(self) -> int:
+        """Months since the start, over episodes: the scheduler is the clock."""
+        return int(self.sim.now)
+
     async def run(self) -> None:
-        self.sim.every(1.0, self.step, name="commons month")
+        self.months = self.sim.every(1.0, self.step, name="commons month")
         await self.sim.arun()
 
     def _begin_episode(self, e: int) -> None:
@@ -369,12 +373,12 @@ class _Batch:
         self.stock, self.alive = np.asarray(stock), np.asarray(alive)
         if m == cfg.steps - 1 or not self.alive.any():
             self._end_episode(e)
-            self.t = (e + 1) * cfg.steps
             if e == cfg.episodes - 1:
                 self.sim.stop("done")
                 return
-        else:
-            self.t += 1
+            if m < cfg.steps - 1:  # every lake collapsed early: the next episode starts now
+                self.months.cancel()
+                self.months = self.sim.every(1.0, self.step, start=(e + 1) * cfg.steps, name="commons month")
         budget_reached(self.client, self.ctx, self.sim)
 
     def _account(self, asked: np.ndarray, out: dict[str, np.ndarray], new_stock: np.ndarray):

@@ -176,7 +176,6 @@ class _Batch:
             k: [] for k in ("index", "welfare", "purchases", "fraud", "price", "profit")
         }
         self.history: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (price, sold, profit)
-        self.t = 0
         self.sim = Scheduler()
         if cfg.arrivals > 1:
             self.arrival_rngs = [ctx.rng.numpy("arrivals", int(r)) for r in reps]
@@ -186,6 +185,11 @@ class _Batch:
         self.last_honest = honest  # the Sybils' reference: the honest prices of the last period
         self._clear(honest)  # period 0: the market clears once at the initial price
         self.start_index = honest.mean(axis=1)  # period 0's price index, for period 1's crash
+
+    @property
+    def t(self) -> int:
+        """The period now (0: the warm-up clearing): the scheduler is the clock."""
+        return int(np.floor(self.sim.now))
 
     # -- setup -----------------------------------------------------------------------------
     def _rules(self, ids: np.ndarray) -> RuleCohort:
@@ -348,7 +352,7 @@ class _Batch:
         ]
         return prompts.firm_prompt(
             firm=f + 1,
-            period=self.t + 1,
+            period=self.t,
             periods=cfg.steps,
             unit_cost=cfg.unit_cost,
             capacity=cfg.capacity,
@@ -358,7 +362,7 @@ class _Batch:
         )
 
     async def run(self) -> None:
-        self.sim.every(1.0, self.step, name="market period")
+        self.sim.every(1.0, self.step, start=1.0, name="market period")  # period p at time p
         await self.sim.arun()
 
     async def step(self) -> None:
@@ -366,7 +370,7 @@ class _Batch:
         cfg = self.cfg
         ids = np.arange(self.rows) + self.offset
         obs = self.observe()
-        key = jax.random.fold_in(self.act_key, self.t)
+        key = jax.random.fold_in(self.act_key, self.t - 1)
         raw = np.asarray(await self.pop.act(ids, obs, key), np.float64)
         kind = self.kind.reshape(-1)
         price = np.where(kind == "learned", raw * cfg.max_price, raw)
@@ -378,7 +382,6 @@ class _Batch:
                 t or self.texts[r // self.f, r % self.f]
                 for t, r in zip(llm.listings, rows, strict=True)
             ]
-        self.t += 1
         if cfg.arrivals == 1:
             self._settle(self._clear(price.reshape(self.b, self.f)), ids, obs, raw)
             return
