@@ -173,6 +173,12 @@ def _finish(scenario: str, result: Any, accept_degraded: bool = False) -> None:
         raise typer.Exit(EXIT_DEGRADED)
 
 
+def _study_of(summary: dict) -> str:
+    """The scenario of a run directory: its registered name, else where its class lives."""
+    name = summary["scenario"]
+    return name if name in scenarios.names() or "study" not in summary else summary["study"]
+
+
 @app.command("resume")
 def resume_cmd(
     run_dir: Annotated[Path, typer.Argument(help="the directory of a stopped or killed run")],
@@ -188,7 +194,7 @@ def resume_cmd(
 
     summary = load_run(run_dir)
     result = scenarios.run(
-        summary["scenario"], seed=summary["seed"], replicates=summary.get("replicates", 1),
+        _study_of(summary), seed=summary["seed"], replicates=summary.get("replicates", 1),
         config=summary["config"], llm=summary.get("options", {}).get("llm"), api_base=api_base,
         batch_replicates=summary.get("batch_replicates"), resume=run_dir, checkpoint_every=checkpoint_every,
     )  # fmt: skip
@@ -215,7 +221,7 @@ def replay_cmd(
     _check_out(out)
     cache = run_dir / "llm-cache.sqlite"
     result = scenarios.run(
-        summary["scenario"], seed=summary["seed"], replicates=summary.get("replicates", 1), out=out,
+        _study_of(summary), seed=summary["seed"], replicates=summary.get("replicates", 1), out=out,
         config=summary["config"], llm=summary.get("options", {}).get("llm"),
         replay=cache if cache.exists() else None,
     )  # fmt: skip

@@ -14,6 +14,7 @@ import json
 import math
 import platform
 import signal
+import sys
 import threading
 import time
 import tomllib
@@ -161,6 +162,17 @@ class RunResult:
             for k, v in self.summary["metrics"].items()
         ]
         return pd.DataFrame(rows)
+
+
+def study_ref(scenario: Scenario) -> str:
+    """Where a scenario's class lives, as ``module:Class`` or, for a study loaded from a file,
+    ``/abs/path/study.py:Class``: what `society replay` and `resume` load when its name is
+    not a registered one."""
+    cls = type(scenario)
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    if cls.__module__.startswith("society_study_") and file:  # scenarios._user_study's name
+        return f"{Path(file).resolve()}:{cls.__qualname__}"
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def versions() -> dict[str, str]:
@@ -339,6 +351,7 @@ def run_scenario(
     )
     summary: dict[str, Any] = {
         "scenario": scenario.name,
+        "study": study_ref(scenario),  # how `society replay` / `resume` load it again
         "config": cfg.model_dump(mode="json"),
         "seed": seed,
         "replicates": replicates,

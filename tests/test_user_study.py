@@ -59,3 +59,16 @@ def test_describe_and_bad_references():
         done = _cli("run", ref)
         assert done.returncode == 2 and said in done.stderr, (ref, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_user_study_run_replays_from_its_directory(tmp_path):
+    """The run directory names where the study's class lives, so `society replay` (and
+    `society resume`) load it again although its name is not a registered one."""
+    run = tmp_path / "run"
+    assert _cli("run", STUDY, "--set", "population=30", "--set", "steps=20", "--seed", "3", "--out", str(run)).returncode == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["study"] == f"{Path(STUDY.partition(':')[0]).resolve()}:Boltzmann"
+    again = _cli("replay", str(run), "--out", str(tmp_path / "replay"))
+    assert again.returncode == 0, again.stderr
+    replayed = json.loads((tmp_path / "replay" / "summary.json").read_text())
+    assert replayed["metrics"]["gini"]["values"] == summary["metrics"]["gini"]["values"]
