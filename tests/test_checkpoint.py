@@ -92,9 +92,9 @@ def reference() -> pd.DataFrame:
     return scenarios.run("network-game", seed=SEED, write=False, **GAME).metrics
 
 
-def _start(out: Path) -> subprocess.Popen:
-    args = [SOCIETY, "run", "network-game", "--seed", str(SEED), "--checkpoint-every", "1", "--out", str(out)]
-    for k, v in GAME.items():
+def _start(out: Path, scenario: str = "network-game", config: dict = GAME, *extra: str) -> subprocess.Popen:
+    args = [SOCIETY, "run", scenario, "--seed", str(SEED), "--checkpoint-every", "1", "--out", str(out), *extra]
+    for k, v in config.items():
         args += ["--set", f"{k}={str(v).lower()}"]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "CI": "1"})
 
@@ -145,6 +145,24 @@ def test_sigterm_stops_at_a_checkpoint_and_society_resume_continues(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert "status: completed" in done.stdout
     _same_rows(out, reference)
+
+
+# division-of-labour's rule engine: 2 replicates in one batch, 10 chunks of 1000 steps.
+COLONY = {"population": 1000, "steps": 10000, "average_from": 5000, "record_every": 100}
+
+
+def test_a_killed_division_of_labour_run_resumes_to_the_same_rows(tmp_path: Path) -> None:
+    reference = scenarios.run("division-of-labour", seed=SEED, replicates=2, write=False, **COLONY)
+    out = tmp_path / "run"
+    proc = _start(out, "division-of-labour", COLONY, "--replicates", "2")
+    _wait_for_checkpoint(proc, out)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((out / "summary.json").read_text())["status"] == "running"
+    result = scenarios.run("division-of-labour", seed=SEED, replicates=2, resume=out, config=COLONY)
+    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
+    assert result.summary["metrics"]["dol_index"]["values"] == reference.summary["metrics"]["dol_index"]["values"]
+    _same_rows(out, reference.metrics)
 
 
 def test_resume_refuses_what_is_not_a_stopped_run(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ LLM accounting rows (``llm_*``) carry ``replicate=-1`` (the whole run) unless pe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -95,13 +96,20 @@ class DivisionOfLabour(Scenario):
     Config = DivisionOfLabourConfig
     headline = ("dol_index", "task_entropy")
     labels = {"task": int, "agent": int, "cohort": str}
+    # The rule engine saves checkpoints (SIGINT/SIGTERM stop it cleanly; `society resume`
+    # continues it); runs with learned or LLM agents resume by starting again.
+    checkpointing = True
 
     def run(self, cfg: DivisionOfLabourConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         p = params_of(cfg)
 
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            if cfg.agents == "rules":  # the whole colony in compiled chunks
-                counts, end = await self._run_rules(cfg, ctx, p, reps), float(cfg.steps)
+            if cfg.agents == "rules":  # the whole colony in compiled chunks, with checkpoints
+                counts = ctx.checkpoints.finished(int(reps[0]))  # a batch done before a resume
+                if counts is None:
+                    counts = await self._run_rules(cfg, ctx, p, reps)
+                    ctx.checkpoints.finish(int(reps[0]), counts)
+                end = float(cfg.steps)
             else:
                 kinds = np.stack([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
                 counts, end = await self._run_population(cfg, ctx, p, reps, kinds, client)
@@ -195,8 +203,7 @@ class DivisionOfLabour(Scenario):
         trace = min(cfg.trace_agents, cfg.population)
         lo, hi = CHUNK_BOUNDS
         length = min(cfg.steps, max(lo, min(hi, CHUNK_WORK // (cfg.population * reps.size))))
-        self._record_start(cfg, ctx, reps, worlds)
-        state = {"worlds": worlds, "t": 0}
+        state = {"worlds": worlds, "t": 0}  # the world state: what a checkpoint saves
         sim = Scheduler()
 
         def chunk() -> None:
@@ -211,7 +218,19 @@ class DivisionOfLabour(Scenario):
             if state["t"] >= cfg.steps:
                 sim.stop("steps")
 
-        sim.every(float(length), chunk, name="division-of-labour steps")
+        sim.handle("chunk", chunk)
+        batch = int(reps[0])
+        saved = ctx.checkpoints.resume(batch, sim)
+        if saved is not None:
+            state.update(worlds=World(**{k: jnp.asarray(v) for k, v in saved["worlds"].items()}), t=saved["t"])
+        else:
+            self._record_start(cfg, ctx, reps, worlds)
+            sim.every(float(length), chunk, name="division-of-labour steps")
+        def as_data() -> dict:
+            w = state["worlds"]
+            return {"worlds": {f.name: getattr(w, f.name) for f in dataclasses.fields(w)}, "t": state["t"]}
+
+        ctx.checkpoints.attach(batch, sim, as_data)
         await sim.arun()
         kinds = np.full((reps.size, cfg.population), "rules", dtype=object)
         return self._record_end(cfg, ctx, reps, state["worlds"], kinds, float(cfg.steps))
