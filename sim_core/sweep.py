@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import math
 import re
 import shutil
-import socket
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +44,7 @@ from sim_core.experiment import (
     run_scenario,
     validate_config,
 )
+from sim_core.ray_runtime import check_reachable, start_ray
 
 FINISHED = ("completed", "stopped", "degraded")
 """Statuses of a point that a rerun keeps."""
@@ -188,47 +186,6 @@ def _prepare_out(out: Path, spec: dict[str, Any]) -> None:
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A one-line error now for a ``host:port`` (or ``ray://host:port``) nobody listens on:
-    ``ray.init`` would retry it for minutes."""
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit():
-        return  # "auto" and other forms: Ray resolves them itself
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(one_line(f"cannot reach Ray at '{address}': {reason}", 500)) from None
-
-
-def _start_ray(workers: int, address: str | None) -> tuple[Any, bool]:
-    """Ray, and whether this call started it (and so should shut it down)."""
-    import ray  # lazily: only a sweep that uses Ray pays for the import
-
-    if ray.is_initialized():
-        return ray, False
-    try:
-        with warnings.catch_warnings():
-            # Ray starts its processes with fork+exec: jax's warning about fork in a
-            # multithreaded process does not apply (nothing runs between fork and exec).
-            warnings.filterwarnings(
-                "ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning
-            )
-            if address:
-                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-            else:
-                ray.init(
-                    num_cpus=workers,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level=logging.ERROR,
-                )
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        where = f"at '{address}'" if address else "locally"
-        raise ConfigError(one_line(f"cannot start or reach Ray {where}: {exc}", 500)) from None
-    return ray, True
-
-
 def run_sweep(
     scenario: Any,
     grid: Mapping[str, Sequence[Any]],
@@ -291,7 +248,7 @@ def run_sweep(
         "replicates": replicates, "random": random,
     }, default=str))  # fmt: skip
     if ray_address:
-        _check_reachable(ray_address)
+        check_reachable(ray_address)
     _prepare_out(out, spec)
     say = progress or (lambda _msg: None)
     runner = runner or _default_runner
@@ -324,7 +281,7 @@ def run_sweep(
         for name, config, run_dir in todo:
             done(name, _run_point(runner, scenario, seed, replicates, run_dir, config))
     elif todo:
-        ray, started = _start_ray(workers, ray_address)
+        ray, started = start_ray(workers, ray_address)
         try:
             task = ray.remote(num_cpus=1)(_run_point)
             pending = {
