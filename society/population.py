@@ -349,3 +349,20 @@ class Population:
             "next_serial": self.next_serial,
             "lineage": self.lineage().to_dict(orient="list"),
         }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from :meth:`state_dict` into a population built with the same cohorts
+        (names and order), e.g. when a run resumes from a checkpoint."""
+        names = [c["name"] for c in state["cohorts"]]
+        if names != [c.name for c in self.cohorts]:
+            raise ValueError(f"state has cohorts {names}, this population {[c.name for c in self.cohorts]}")
+        for cohort, s in zip(self.cohorts, state["cohorts"], strict=True):
+            cohort.load_state_dict(s)
+        self.cohort_of = np.asarray(state["cohort_of"], np.int32).copy()
+        self.serial = np.asarray(state["serial"], np.int64).copy()
+        self.generation = np.asarray(state["generation"], np.int64).copy()
+        self.next_serial = int(state["next_serial"])
+        lineage = state["lineage"]
+        rows = {k: np.asarray(lineage[k], dtype=object if k == "op" else np.int64) for k in LINEAGE_COLUMNS if k != "time"}
+        rows["time"] = np.asarray(lineage["time"], np.float64)
+        self._lineage = [rows] if len(rows["child"]) else []

@@ -165,6 +165,27 @@ def test_a_killed_division_of_labour_run_resumes_to_the_same_rows(tmp_path: Path
     _same_rows(out, reference.metrics)
 
 
+# indirect-reciprocity with rule and learned agents: the learned cohort's policies and
+# optimiser state are part of the checkpoint (the population's state_dict).
+COUNCIL = {"agents": "mixed", "split": "rules:1,learned:1", "population": 60, "steps": 400, "learning": "reinforce"}
+
+
+def test_a_killed_run_with_learning_agents_resumes_to_the_same_rows(tmp_path: Path) -> None:
+    reference = scenarios.run("indirect-reciprocity", seed=SEED, write=False, **COUNCIL)
+    out = tmp_path / "run"
+    proc = _start(out, "indirect-reciprocity", COUNCIL)
+    _wait_for_checkpoint(proc, out)
+    time.sleep(0.5)  # some moments later: the learned agents have moved from their start
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
+    result = scenarios.run("indirect-reciprocity", seed=SEED, resume=out, config=COUNCIL)
+    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
+    for k, v in reference.summary["metrics"].items():
+        assert result.summary["metrics"][k]["values"] == v["values"], k
+    _same_rows(out, reference.metrics)
+
+
 def test_resume_refuses_what_is_not_a_stopped_run(tmp_path: Path) -> None:
     done = subprocess.run([SOCIETY, "resume", str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and "no summary.json" in done.stderr and len(done.stderr.strip().splitlines()) == 1

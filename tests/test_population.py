@@ -148,6 +148,22 @@ def test_lifecycle_keeps_lineage():
     assert nx.is_directed_acyclic_graph(g)
     state = pop.state_dict()
     assert state["next_serial"] == 14 and len(state["lineage"]["child"]) == 4
+    # A population built the same way takes the state back whole (what checkpoints use).
+    again = Population([
+        RuleCohort("rules", np.arange(6), "allc"),
+        LearnedCohort("learned", np.arange(6, 10), features=["partner_last"], key=3),
+    ])
+    again.load_state_dict(state)
+    pd_equal = again.lineage().astype(str).equals(pop.lineage().astype(str))
+    assert pd_equal and again.next_serial == 14 and again.cohort_of.tolist() == pop.cohort_of.tolist()
+    live = np.flatnonzero(pop.alive)
+    assert again.cohort("rules").strategy_of(rules.agents).tolist() == rules.strategy_of(rules.agents).tolist()
+    obs, k = {"partner_last": np.ones(live.size, np.int32)}, jax.random.key(5)
+    np.testing.assert_array_equal(
+        np.asarray(asyncio.run(again.act(live, obs, k))), np.asarray(asyncio.run(pop.act(live, obs, k)))
+    )
+    with pytest.raises(ValueError, match="state has cohorts"):
+        Population([RuleCohort("other", np.arange(10), "allc")]).load_state_dict(state)
 
 
 def test_seed_and_prune_errors():

@@ -123,12 +123,17 @@ class IndirectReciprocity(Scenario):
     # Plus "payoff.<strategy>" for every strategy (or agent kind) present.
     headline = ("cooperation_rate",)
     labels = {"strategy": str, "agent": int, "cohort": str}
+    checkpointing = True  # world, population (cohort states, LLM memories) and scheduler queue
 
     def run(self, cfg: IndirectReciprocityConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         names = label_names(cfg)
 
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            coop, payoff, last = await self._run_batch(cfg, ctx, reps, names, client)
+            done = ctx.checkpoints.finished(int(reps[0]))  # a batch finished before a resume
+            if done is None:
+                done = await self._run_batch(cfg, ctx, reps, names, client)
+                ctx.checkpoints.finish(int(reps[0]), done)
+            coop, payoff, last = (np.asarray(done[0]), np.asarray(done[1]), float(done[2]))
             return {"cooperation_rate": coop, **{f"payoff.{x}": payoff[:, i] for i, x in enumerate(names)}}, last
 
         # LLM agents present: a tiny share of a mix may round to none.
@@ -151,17 +156,17 @@ class IndirectReciprocity(Scenario):
         rep = jnp.stack([initial_reputations(game, n)] * nr)
         keys = ctx.rng.keys("encounters", reps)
         act_key, learn_key = ctx.rng.key("act"), ctx.rng.key("learn")
-        total = np.zeros((nr, n), np.float32)  # each agent's payoff so far (LLM agents see it)
         acc = {k: np.zeros((nr, nl)) for k in ("payoff", "gave_good", "good", "gave_bad", "bad")}
-        acc["cooperation"], counted = np.zeros(nr), 0
+        acc["cooperation"] = np.zeros(nr)
+        # The world state, what a checkpoint saves with the population: reputations, each
+        # agent's payoff so far (LLM agents see it), the averaged tallies.
+        state = {"rep": rep, "rounds": 0, "total": np.zeros((nr, n), np.float32), "acc": acc, "counted": 0}
         sim = Scheduler()
-        state = {"rep": rep, "rounds": 0}
         rec = ctx.recorder
         strategy_col = np.tile(np.asarray(names, dtype=object), nr)
 
         async def play_round() -> None:
-            nonlocal counted, total
-            t = int(sim.now)
+            t, total, acc = int(sim.now), state["total"], state["acc"]
             j, view, mine = batch_look(game, state["rep"], keys, t)
             obs = {"partner_good": np.asarray(view).ravel()}
             if talks:
@@ -175,13 +180,13 @@ class IndirectReciprocity(Scenario):
             if learns:  # rule cohorts do not learn: skip the call, its key and the transfer
                 pay = np.asarray(pay)
                 pop.learn(ids, obs, intended.ravel(), pay.ravel(), key_at(learn_key, t))
-                total = total + pay
+                state["total"] = total + pay
             stats = {
                 k: np.asarray(v)[..., :nl] if np.ndim(v) == 2 else np.asarray(v)
                 for k, v in stats.items()
             }
             if t >= cfg.average_from:
-                counted += 1
+                state["counted"] += 1
                 for k in acc:
                     acc[k] = acc[k] + stats[k]
             if t % cfg.record_every == 0 or t == cfg.steps - 1:
@@ -199,9 +204,17 @@ class IndirectReciprocity(Scenario):
             else:
                 budget_reached(client, ctx, sim)
 
-        sim.every(1.0, play_round, name="indirect-reciprocity round")
+        sim.handle("round", play_round)
+        batch = int(reps[0])
+        saved = ctx.checkpoints.resume(batch, sim)
+        if saved is not None:
+            pop.load_state_dict(saved.pop("population"))
+            state.update(saved, rep=jnp.asarray(saved["rep"]), acc={k: np.asarray(v) for k, v in saved["acc"].items()})
+        else:
+            sim.every(1.0, play_round, name="indirect-reciprocity round")
+        ctx.checkpoints.attach(batch, sim, lambda: {**state, "population": pop.state_dict()})
         await sim.arun()
-        end = float(state["rounds"])
+        end, acc, counted = float(state["rounds"]), state["acc"], state["counted"]
         with np.errstate(invalid="ignore", divide="ignore"):
             for metric, num, den in (
                 ("give_if_good", "gave_good", "good"),
