@@ -6,7 +6,9 @@ every cohort acts once for the agents of the replicates where the epidemic is st
 replicate-vmapped transition of ``dynamics.py``, and agents get the day's reward
 ``-isolation_cost * (1 - w) - infection_cost * [infected today]`` (learned agents learn
 from it, per-agent LLM agents remember it). A replicate whose epidemic is over stops acting
-and recording, so results do not depend on how replicates are batched.
+and recording, so results do not depend on how replicates are batched. A batch of rule
+agents only (periods=chain) runs many days per compiled call (``_run_days``: the same keys,
+states and rows as one call per day) and one scheduler event per chunk of days.
 
 Rows (time = day): ``susceptible``, ``exposed``, ``infectious``, ``recovered`` (shares),
 ``incidence`` (share infected that day), ``contact`` (mean contact level, label ``kind``),
@@ -48,6 +50,7 @@ from sim_core.graph import Neighbours
 from sim_core.scheduler import Scheduler, batched
 from society.cohorts import Cohort, LearnedCohort, LLMCohort, RuleCohort, parse_mix
 from society.cohorts.learned import reinforce_cohort
+from society.cohorts.rules import _decide
 from society.driver import budget_reached, drive
 from society.llm import LLMClient
 from society.llm.archetypes import Archetypes
@@ -57,6 +60,11 @@ from society.topology import make_topology
 HEADLINE = ("attack_rate", "peak_prevalence", "peak_day", "mean_contact")
 FEATURES = ["symptomatic", "recovered_known", "local_prevalence", "global_prevalence"]
 COMPARTMENTS = ("susceptible", "exposed", "infectious", "recovered")
+# Batches of rule agents only (periods=chain) run several days per compiled call: the same
+# draws, states and rows as one call per day (tests switch this off to compare the two).
+FUSE_DAYS = True
+CHUNK_WORK = 2_000_000  # agent-days per fused call at most (its per-day contact output)
+MAX_CHUNK_DAYS = 1024
 # Observation fields each kind of agent reads (only these are pulled to the host each day;
 # rule agents: those of their strategies). "day" and "degree" are host constants (LLM agents).
 DEVICE_FIELDS = (
@@ -264,6 +272,52 @@ def _advance(p: Params, nb: Neighbours | None, keys, day, health, sym, w, learn_
     return health, sym, new, count, jax.random.fold_in(learn_key, day)
 
 
+@partial(jax.jit, static_argnames=("fields", "seen", "table", "length"))
+def _run_days(
+    p: Params, nb: Neighbours | None, world_keys, health, sym, prev_global, act_key, day0,
+    n_days, steps, ids, sid, params, min_contact, *, fields, seen, table, length,
+):  # fmt: skip
+    """Up to ``n_days`` days from ``day0`` for a batch of rule agents only, each exactly as
+    the per-day path runs it (``_observe_day``, the rule cohort's ``_decide`` with its key,
+    the clip to [min_contact, 1], ``advance_day``). A day with no replicate active, or day
+    ``steps``, is observed only and ends the loop. Returns the state after the last day
+    run, yesterday's town prevalence, and per day (``length`` rows; those after the end
+    are zeros) the compartment shares (b, 4), the new infections (b,) and the contact
+    levels (b, N)."""
+    b, n = health.shape
+
+    def day_of(carry):
+        j, (health, sym, prev), _, (shares_out, count_out, w_out) = carry
+        day = day0 + j
+        stacked, shares, glob, key = _observe_day(
+            p, nb, health, sym, prev, act_key, day, fields=fields, seen=seen
+        )
+        go = (day < steps) & ((shares[:, E] + shares[:, I]) > 0).any()
+        obs = {k: stacked[i] for i, k in enumerate(fields)}
+        raw = _decide(obs, ids, sid, params, jax.random.fold_in(key, 0), table)
+        w = jnp.clip(raw, min_contact, 1.0).astype(jnp.float32).reshape(b, n)
+        h, s, new = advance_day(p, nb, world_keys, day, health, sym, w)
+        # The stop day is observed only: its state stays (its draws are not used).
+        state = (jnp.where(go, h, health), jnp.where(go, s, sym), jnp.where(go, glob, prev))
+        outs = (
+            shares_out.at[j].set(shares),
+            count_out.at[j].set(new.sum(axis=1, dtype=jnp.int32)),
+            w_out.at[j].set(w),
+        )
+        return j + 1, state, go, outs
+
+    outs = (
+        jnp.zeros((length, b, 4), jnp.float32),
+        jnp.zeros((length, b), jnp.int32),
+        jnp.zeros((length, b, n), jnp.float32),
+    )
+    init = (jnp.zeros((), jnp.int32), (health, sym, prev_global), jnp.ones((), bool), outs)
+    _, (health, sym, prev), _, (shares, count, w) = jax.lax.while_loop(
+        lambda c: c[2] & (c[0] < n_days), day_of, init
+    )
+    return health, sym, prev, shares, count, w
+
+
 # -- one batch of replicates ---------------------------------------------------------------------
 class _Batch:
     def __init__(
@@ -321,6 +375,9 @@ class _Batch:
         self.peak = np.zeros(b)
         self.peak_day = np.zeros(b)
         self.sim = Scheduler()
+        self.fused = FUSE_DAYS and self.kind_names == ("rules",) and cfg.periods == "chain"
+        if self.fused:
+            self._fuse_setup()
         # periods=drawn: latent and infectious periods drawn per agent at infection, and the
         # transitions scheduled as batched events (one call per day for all agents due).
         self.drawn = cfg.periods == "drawn"
@@ -413,8 +470,100 @@ class _Batch:
         self._set_health(agents, R, "recovery")
 
     async def run(self) -> None:
-        self.sim.every(1.0, self.step, name="epidemic day")
+        if self.fused:
+            self.sim.at(0.0, self.chunk, name="epidemic days")
+        else:
+            self.sim.every(1.0, self.step, name="epidemic day")
         await self.sim.arun()
+
+    # -- rule agents only: several days per compiled call ----------------------------------
+    def _fuse_setup(self) -> None:
+        """The rule cohort's decision inputs, as its ``act`` builds them for every agent
+        (they do not change during a run), and the days per call."""
+        cohort = self.pop.cohort("rules")
+        assert isinstance(cohort, RuleCohort) and self.pop.cohorts.index(cohort) == 0
+        sid = cohort.sid[cohort.local(self.gids)]
+        present = tuple(
+            cohort.names[i] for i in np.flatnonzero(np.bincount(sid, minlength=len(cohort.names)))
+        )
+        self.rule_inputs = (
+            self.gids.astype(np.int32),
+            sid,
+            {s: {k: np.float32(v) for k, v in cohort.params.get(s, {}).items()} for s in present},
+        )
+        self.rule_table = tuple((s, cohort._index[s], cohort._fns[s]) for s in present)
+        bound = max(1, min(MAX_CHUNK_DAYS, CHUNK_WORK // (self.b * self.n)))
+        want = min(bound, self.cfg.steps + 1)  # days 0..steps: one call when they fit
+        # Rounded up to a power of two (few compiled lengths across runs), within the bound.
+        self.chunk_days = min(1 << (want - 1).bit_length(), bound)
+
+    def _record_days(
+        self, t: np.ndarray, metric: str, values: np.ndarray, mask: np.ndarray, **labels
+    ) -> None:
+        """Rows of several days at once: ``values`` and ``mask`` are (days, replicates)."""
+        if mask.any():
+            times = np.broadcast_to(t[:, None], mask.shape)
+            reps = np.broadcast_to(self.reps[None, :], mask.shape)
+            self.ctx.recorder.record(
+                times[mask], metric, np.asarray(values)[mask], replicate=reps[mask], **labels
+            )
+
+    def chunk(self) -> None:
+        """The days from now to the next stop or the chunk's end in one compiled call, then
+        :meth:`step`'s bookkeeping over them (same rows, peaks, sums and stop day)."""
+        cfg, d0, n = self.cfg, self.day, self.n
+        k = min(self.chunk_days, cfg.steps - d0 + 1)
+        ids, sid, params = self.rule_inputs
+        out = _run_days(
+            self.p, self.nb, self.world_keys, self.health, self.sym, self.prev_global,
+            self.act_key, d0, k, cfg.steps, ids, sid, params, np.float32(cfg.min_contact),
+            fields=self.fields, seen=cfg.prevalence_signal, table=self.rule_table,
+            length=self.chunk_days,
+        )  # fmt: skip
+        self.health, self.sym, self.prev_global = out[:3]
+        shares = np.asarray(out[3], np.float64)[:k]
+        active = (shares[:, :, E] + shares[:, :, I]) > 0  # (days, replicates)
+        days = d0 + np.arange(k)
+        stop = (days == cfg.steps) | ~active.any(axis=1)
+        end = int(np.argmax(stop)) if stop.any() else None
+        seen = k if end is None else end + 1  # days observed; days acted: seen - 1 at a stop
+        ran = k if end is None else end
+        t = days[:seen].astype(np.float64)
+        was = np.concatenate([self.was_active[None], active[: seen - 1]])
+        for c, name in enumerate(COMPARTMENTS):
+            if name != "exposed" or cfg.model == "SEIR":
+                self._record_days(t, name, shares[:seen, :, c], was)
+        # The peak: the first day of the highest prevalence above the peak so far.
+        prevalence = np.where(was, shares[:seen, :, I], -np.inf)
+        first = prevalence.argmax(axis=0)
+        top = prevalence[first, np.arange(self.b)]
+        higher = top > self.peak
+        self.peak = np.where(higher, top, self.peak)
+        self.peak_day = np.where(higher, t[first], self.peak_day)
+        self.was_active = active[seen - 1]
+        if ran:
+            counts, w = np.asarray(out[4])[:ran], np.asarray(out[5])[:ran]
+            act = active[:ran]
+            sums = np.empty((ran,) + self.kind_count.shape, np.float32)
+            sums64 = np.empty((ran,) + self.kind_count.shape)
+            for j in range(ran):  # per day as step() sums (same float rounding)
+                sums[j], sums64[j] = self._kind_sums(w[j].reshape(-1))
+            # Added day by day as step() adds them (cumsum adds in order).
+            daily = np.concatenate([self.contact_sum[None], sums64 * act[:, :, None]])
+            self.contact_sum = np.cumsum(daily, axis=0)[-1]
+            self.active_days = self.active_days + act.sum(axis=0)
+            self._record_days(t[:ran] + 1, "incidence", counts / n, act)
+            mean = sums / np.maximum(self.kind_count, 1)
+            has = self.kind_count[:, 0] > 0
+            self._record_days(t[:ran], "contact", mean[:, :, 0], act & has, kind="rules")
+        if end is None:
+            self.sim.at(float(d0 + k), self.chunk, name="epidemic days")
+            return
+        reason = "days" if active[end].any() else "no one infected"
+        if end == 0:
+            self.sim.stop(reason)
+        else:  # the clock stops on the day step() would have stopped
+            self.sim.at(float(d0 + end), self.sim.stop, reason, name="epidemic end")
 
     def _record(
         self, t: float, metric: str, values: np.ndarray, mask: np.ndarray, **labels

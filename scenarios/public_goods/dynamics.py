@@ -161,6 +161,23 @@ def draw_stranger_groups(
     return _cut(jnp.asarray(order, jnp.int32), group_size)
 
 
+@partial(jax.jit, static_argnames=("n",))
+def _uniforms_of_rounds(keys: jax.Array, ts: jax.Array, n: int) -> jax.Array:
+    return jax.vmap(lambda t: _uniforms(keys, t, n))(ts)
+
+
+def stranger_orders(keys: jax.Array, t0: int, rounds: int, n: int) -> np.ndarray:
+    """The permutations behind :func:`draw_stranger_groups` for rounds ``t0 .. t0 + rounds
+    - 1`` at once, ``(rounds, R, n)``: the same uniforms, sorted by numpy (the draws do not
+    depend on the play, so a run of rounds can draw them ahead)."""
+    ts = jnp.arange(t0, t0 + rounds, dtype=jnp.int32)
+    u = np.asarray(_uniforms_of_rounds(keys, ts, n), np.float32)
+    # The stable argsort, 5x faster: floats in [0, 1) order as their bits do, so sorting
+    # (bits, index) as one uint64 key orders them as stable argsort does (ties by index).
+    key = (u.view(np.uint32).astype(np.uint64) << np.uint64(32)) | np.arange(n, dtype=np.uint64)
+    return (np.sort(key, axis=-1) & np.uint64(0xFFFFFFFF)).astype(np.int32)
+
+
 def peer_values(peers: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``x`` of each agent's peers ``(N, M)`` (0 at padding) and the mask of real peers."""
     n = x.shape[0]

@@ -7,7 +7,10 @@ second act stage in which every agent sees its group mates' contributions and as
 per mate -> sanctions applied -> every cohort learns from its agents' final earnings.
 
 All replicates of a batch are one population (agent id = replicate * N + i) and one batch of
-world arrays ``(R, N)``, so each stage is one call per cohort and one compiled kernel.
+world arrays ``(R, N)``, so each stage is one call per cohort and one compiled kernel. With
+rule agents only and no sanction stage, rounds run instead in compiled chunks of up to
+``FUSE_ROUNDS`` (one scheduler moment per chunk, :func:`_rule_rounds`): the same results and
+records, without a round's fixed host work.
 
 Rule types (``strategies``) are vectorised strategy functions of a :class:`RuleCohort`.
 Learned agents hold two small policies trained by REINFORCE on their round earnings: the share
@@ -51,6 +54,8 @@ from scenarios.public_goods.dynamics import (
     group_views,
     stage_one,
     stage_two,
+    stranger_groups,
+    stranger_orders,
 )
 from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
@@ -58,6 +63,7 @@ from sim_core.graph import Neighbours, neighbour_sum
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
+from society.cohorts.rules import _decide
 from society.driver import budget_reached, drive
 from society.llm import LLMClient, Request
 from society.population import build_population, kinds_of, uses_llm
@@ -74,6 +80,11 @@ TOLERANCE = 1e-6
 RATE_POINTS = 0.5
 # Round t's key of a stream, compiled once: eager key ops cost more than a round's kernels.
 _fold = jax.jit(jax.random.fold_in)
+# The fused path (every agent a rule agent, no sanction stage): rounds run in compiled chunks
+# of up to FUSE_ROUNDS rounds (0: always one round at a time) and about FUSE_WORK agent-rounds
+# (the chunk's per-round arrays stay small).
+FUSE_ROUNDS = 100
+FUSE_WORK = 4_000_000
 
 
 # -- rule types ---------------------------------------------------------------------------------
@@ -317,10 +328,62 @@ def params_of(cfg: PublicGoodsConfig) -> Params:
 
 
 def _masked_mean(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Row means of ``x`` over ``mask`` (NaN for empty rows)."""
-    count = mask.sum(axis=1)
-    total = np.where(mask, x, 0.0).sum(axis=1)
+    """Means of ``x`` over ``mask`` along the last axis (NaN for empty rows)."""
+    count = np.count_nonzero(mask, axis=-1)
+    total = np.where(mask, x, 0.0).sum(axis=-1)
     return np.divide(total, count, out=np.full(count.shape, np.nan), where=count > 0)
+
+
+@partial(jax.jit, static_argnames=("rounds", "mode", "group_size", "table"))
+def _rule_rounds(
+    state, t0, orders, p, nb, peers, members, mpcr, group_keys, act_key, ids, sid,
+    rule_params, *, rounds: int, mode: str, group_size: int, table: tuple,
+):  # fmt: skip
+    """Rounds ``t0 .. t0 + rounds - 1`` of a batch of rule agents without a sanction stage, in
+    one compiled scan: the per-round path's group draws and rule decisions (:func:`_decide`,
+    the same keys). ``state``: (last share, others' last mean, played), each ``(R, N)``;
+    ``mode``: stranger (complete graph, random groups: each round's permutation in
+    ``orders``, from :func:`stranger_orders`), graph (random groups over ``nb``) or
+    neighbourhood (fixed ``peers``, ``members``, ``mpcr``). Returns the final state and each
+    round's shares, groups (None: neighbourhood) and who played, ``(K, R, N)``.
+
+    Earnings are left to :func:`stage_one` after the scan, from contributions computed on
+    the host as on the per-round path: fused here, ``e - share * e`` may become one FMA
+    (other bits). So the rule types see no ``my_last_payoff`` (none of them reads it)."""
+    r, n = state[0].shape
+
+    def one(carry, x):
+        last_share, last_others, played = carry
+        i, order = x
+        t = t0 + i
+        group = None
+        if mode == "neighbourhood":
+            pe, mem, mp = peers, members, mpcr
+        else:
+            if mode == "stranger":
+                group, pe = jax.vmap(stranger_groups, in_axes=(0, None))(order, group_size)
+            else:
+                group, pe = draw_groups(nb.table, group_keys, t, group_size)
+            mem = ((pe < n).sum(axis=2) + 1).astype(jnp.float32).ravel()
+            mp = p.r / mem  # (float32: rule types do not read it)
+        grouped = (pe < n).any(axis=2)
+        obs = {
+            "others_last": last_others.ravel(),
+            "my_last": last_share.ravel(),
+            "first": (~played).ravel().astype(jnp.float32),
+            "round": jnp.full(r * n, t, jnp.int32),
+            "group_n": mem,
+            "mpcr": mp,
+        }
+        key = jax.random.fold_in(jax.random.fold_in(act_key, t), 0)  # Population.act's
+        acted = _decide(obs, ids, sid, rule_params, key, table=table)
+        share = jnp.clip(acted.astype(jnp.float32).reshape(r, n), 0.0, 1.0)
+        share = jnp.where(grouped, share, jnp.float32(0.0))
+        others = group_views(pe, share)[2]
+        last = (jnp.where(grouped, share, last_share), jnp.where(grouped, others, last_others))
+        return (*last, played | grouped), (share, group, grouped)
+
+    return jax.lax.scan(one, state, (jnp.arange(rounds, dtype=jnp.int32), orders))
 
 
 class _Batch:
@@ -389,6 +452,15 @@ class _Batch:
         self.keys = {name: ctx.rng.key(name) for name in ("act", "sanction", "learn")}
         self.group_keys = ctx.rng.keys("groups", reps)
         self.sim = Scheduler()
+        self.fuse = self._fuse_rounds()
+
+    def _fuse_rounds(self) -> int:
+        """Rounds per compiled chunk on the fused path; 0: one round at a time (any agent not
+        a rule agent, or a sanction stage)."""
+        cfg, agents = self.cfg, self.r * self.n
+        if FUSE_ROUNDS < 1 or cfg.sanctions() or self.present != ["rules"]:
+            return 0
+        return max(1, min(cfg.steps, FUSE_ROUNDS, FUSE_WORK // agents))
 
     # -- cohorts ---------------------------------------------------------------------------
     def _cohorts(self, stage: int) -> dict[str, Callable[[np.ndarray], Any]]:
@@ -483,9 +555,58 @@ class _Batch:
 
     # -- one round -------------------------------------------------------------------------
     async def run(self) -> None:
-        for t in range(1, self.cfg.steps + 1):
-            self.sim.at(float(t), self.round, t)
+        steps, k = self.cfg.steps, self.fuse
+        if k:  # one scheduler event per chunk of rounds
+            for t in range(1, steps + 1, k):
+                self.sim.at(float(t), self.rounds, t, min(k, steps + 1 - t))
+        else:
+            for t in range(1, steps + 1):
+                self.sim.at(float(t), self.round, t)
         await self.sim.arun()
+
+    async def rounds(self, t0: int, k: int) -> None:
+        """Rounds ``t0 .. t0 + k - 1`` on the fused path (:func:`_rule_rounds`): the same
+        results and records as :meth:`round` ``k`` times."""
+        cfg = self.cfg
+        cohort = self.pop.cohorts[0]  # the one cohort: rule agents
+        sid = cohort.sid[cohort.local(self.gids)]
+        present = tuple(cohort.names[i] for i in np.flatnonzero(np.bincount(sid)))
+        params = {
+            s: {p: np.float32(v) for p, v in cohort.params.get(s, {}).items()} for s in present
+        }
+        table = tuple((s, cohort.names.index(s), cohort._fns[s]) for s in present)
+        orders = None
+        if self.neighbourhood:
+            mode, fixed = "neighbourhood", (self.peers, self.members, self.mpcr)
+        else:
+            mode, fixed = ("stranger" if self.table is None else "graph"), (None, None, None)
+            if self.table is None:  # numpy sorts faster than XLA on CPU
+                orders = stranger_orders(self.group_keys, t0, k, self.n)
+        state = (self.last["share"], self.last["others"], self.played)
+        state, (share, group, grouped) = _rule_rounds(
+            state, np.int32(t0), orders, self.params, self.nb, *fixed, self.group_keys,
+            self.keys["act"], self.gids.astype(np.int32), sid, params,
+            rounds=k, mode=mode, group_size=cfg.group_size, table=table,
+        )  # fmt: skip
+        share, grouped = np.asarray(share), np.asarray(grouped)
+        r, n, e = self.r, self.n, cfg.endowment
+        c = share * e  # as the per-round path computes it
+        if group is None:  # neighbourhood: the kernel of an (R, N) batch, round by round
+            pays = [stage_one(self.params, self.nb, None, jnp.asarray(ci)) for ci in c]
+            final = np.stack([np.asarray(x) for x in pays])
+        else:  # random groups: the rounds as one batch of K x R partitions (same values)
+            group = group.reshape(k * r, n)
+            pay = stage_one(self.params, self.nb, group, jnp.asarray(c.reshape(k * r, n)))
+            final = np.asarray(pay).reshape(k, r, n)
+        # Who sat out keeps what it saw when it last played.
+        latest = k - 1 - np.argmax(grouped[::-1], axis=0)  # (R, N): its last round played
+        seen = np.take_along_axis(final, latest[None], axis=0)[0] / e
+        payoff = np.where(grouped.any(axis=0), seen, self.last["payoff"])
+        last_share, others, self.played = (np.asarray(x) for x in state)
+        self.last = {"share": last_share, "payoff": payoff, "others": others}
+        self._record(np.arange(t0, t0 + k, dtype=np.float64), grouped, share, final, None, None)
+        self.rounds_done = t0 + k - 1
+        budget_reached(self.client, self.ctx, self.sim)
 
     async def round(self, t: int) -> None:
         cfg, ctx, r, n = self.cfg, self.ctx, self.r, self.n
@@ -556,7 +677,10 @@ class _Batch:
         self.played |= grouped
         if "llm" in self.present:
             self._remember(t, grouped, share, views, mask, np.asarray(pay1), final, peers, pun, rew)
-        self._record(t, grouped, share, final, pun, rew)
+        self._record(
+            np.array([float(t)]), grouped[None], share[None], final[None],
+            None if pun is None else pun[None], None if rew is None else rew[None],
+        )  # fmt: skip
         self.rounds_done = t
         budget_reached(self.client, ctx, self.sim)
 
@@ -592,44 +716,55 @@ class _Batch:
         self.history = self.history[-max(cfg.llm_memory, 1) :]
 
     # -- records ---------------------------------------------------------------------------
-    def _add(self, name: str, values: np.ndarray) -> None:
-        values = np.asarray(values, np.float64)
-        ok = ~np.isnan(values)
-        self.sums[name] = self.sums.get(name, 0.0) + np.where(ok, values, 0.0)
-        self.counts[name] = self.counts.get(name, 0) + ok
+    def _record(self, times: np.ndarray, grouped, share, final, pun, rew) -> None:
+        """Per-round means over the agents who played (in a group of >= 2) of the rounds at
+        ``times`` (arrays with a leading round axis): one recorder call per metric."""
+        rec, cfg = self.ctx.recorder, self.cfg
+        k, r = grouped.shape[:2]
+        time, reps = np.repeat(times, r), np.tile(self.reps, k)  # round-major rows
 
-    def _record(self, t: int, grouped, share, final, pun, rew) -> None:
-        """Per-round means over the agents who played (in a group of >= 2)."""
-        rec, reps, time = self.ctx.recorder, self.reps, float(t)
+        def put(name: str, values: np.ndarray, **labels: Any) -> None:
+            rec.record(time, name, values.ravel(), replicate=reps, **labels)
+
+        def add(name: str, values: np.ndarray) -> None:
+            # Running sums round by round (accumulate adds in order): the same floats as
+            # one round at a time.
+            ok = ~np.isnan(values)
+            start = self.sums.get(name, np.zeros(r))
+            total = np.add.accumulate(np.concatenate([start[None], np.where(ok, values, 0.0)]))
+            self.sums[name] = total[-1]
+            self.counts[name] = self.counts.get(name, 0) + ok.sum(axis=0)
+
         c_rate, welfare = _masked_mean(share, grouped), _masked_mean(final, grouped)
-        rec.record(time, "contribution_rate", c_rate, replicate=reps, kind="all")
-        rec.record(time, "welfare", welfare, replicate=reps, kind="all")
-        rec.record(time, "grouped_share", grouped.mean(axis=1), replicate=reps)
-        self._add("contribution_rate", c_rate)
-        self._add("welfare", welfare)
-        self._add("grouped_share", grouped.mean(axis=1))
-        if self.cfg.agents == "mixed":
+        played = grouped.mean(axis=-1)
+        put("contribution_rate", c_rate, kind="all")
+        put("welfare", welfare, kind="all")
+        put("grouped_share", played)
+        add("contribution_rate", c_rate)
+        add("welfare", welfare)
+        add("grouped_share", played)
+        if cfg.agents == "mixed":
             for kind in self.present:
                 m = self.kind_mask[kind] & grouped
                 kc, kw = _masked_mean(share, m), _masked_mean(final, m)
-                rec.record(time, "contribution_rate", kc, replicate=reps, kind=kind)
-                rec.record(time, "welfare", kw, replicate=reps, kind=kind)
-                self._add(f"contribution_rate.{kind}", kc)
-                self._add(f"welfare.{kind}", kw)
+                put("contribution_rate", kc, kind=kind)
+                put("welfare", kw, kind=kind)
+                add(f"contribution_rate.{kind}", kc)
+                add(f"welfare.{kind}", kw)
         for s in self.types:
             m = self.type_mask[s] & grouped
-            has = m.any(axis=1)
-            sc, sp = _masked_mean(share, m)[has], _masked_mean(final, m)[has]
-            rec.record(time, "contribution_by_strategy", sc, replicate=reps[has], strategy=s)
-            rec.record(time, "payoff_by_strategy", sp, replicate=reps[has], strategy=s)
+            has = m.any(axis=-1).ravel()
+            sc, sp = _masked_mean(share, m).ravel()[has], _masked_mean(final, m).ravel()[has]
+            rec.record(time[has], "contribution_by_strategy", sc, replicate=reps[has], strategy=s)
+            rec.record(time[has], "payoff_by_strategy", sp, replicate=reps[has], strategy=s)
         for on, name, pts in (
-            (self.cfg.punishment, "punishment_rate", pun),
-            (self.cfg.reward, "reward_rate", rew),
+            (cfg.punishment, "punishment_rate", pun),
+            (cfg.reward, "reward_rate", rew),
         ):
             if on:
-                rate = _masked_mean(pts.sum(axis=2) >= RATE_POINTS, grouped)
-                rec.record(time, name, rate, replicate=reps)
-                self._add(name, rate)
+                rate = _masked_mean(pts.sum(axis=-1) >= RATE_POINTS, grouped)
+                put(name, rate)
+                add(name, rate)
 
     def headline(self) -> dict[str, np.ndarray]:
         """Means over the rounds played of the per-round values (NaN where never defined)."""
