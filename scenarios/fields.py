@@ -14,7 +14,7 @@ one-line error naming the new one (:data:`RENAMED`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -92,14 +92,13 @@ class StudyConfig(BaseModel):
     """Base of a scenario config: unknown parameters are refused, renamed ones are named."""
 
     model_config = ConfigDict(extra="forbid")
-    renamed: ClassVar[dict[str, str]] = {}  # a scenario's own renames, besides RENAMED
 
     @model_validator(mode="before")
     @classmethod
     def _refuse_old_names(cls, values: Any) -> Any:
         if not isinstance(values, dict):
             return values
-        for old, new in {**RENAMED, **cls.renamed}.items():
+        for old, new in RENAMED.items():
             if old in values and old not in cls.model_fields:
                 raise PydanticCustomError(
                     "renamed", "parameter '{old}' is now called '{new}'", {"old": old, "new": new}
