@@ -41,8 +41,12 @@ def kinds_of(cfg: Any, rng: np.random.Generator | int, n: int | None = None) -> 
 
 
 def uses_llm(cfg: Any, n: int | None = None) -> bool:
-    """Whether any agent is an LLM agent (the counts of a split do not depend on the shuffle)."""
-    return bool((kinds_of(cfg, 0, n) == "llm").any())
+    """Whether any agent is an LLM agent (a split's counts, without drawing the kinds)."""
+    from society.cohorts.rules import mix_counts
+
+    if cfg.agents != "mixed":
+        return cfg.agents == "llm"
+    return mix_counts(cfg.split, cfg.population if n is None else n).get("llm", 0) > 0
 
 
 def build_population(

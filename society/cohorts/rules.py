@@ -279,14 +279,19 @@ def parse_mix(spec: str, n: int, rng: np.random.Generator | int) -> np.ndarray:
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    counts = mix_counts(spec, n)
+    return rng.permutation(np.repeat(np.asarray(list(counts)), list(counts.values())))
+
+
+def mix_counts(spec: str, n: int) -> dict[str, int]:
+    """How many of ``n`` agents each name of a mix gets (largest remainder; see parse_mix)."""
     parsed = parse_weights(spec, None, "mix spec")
-    names, weights = list(parsed), list(parsed.values())
-    w = np.asarray(weights)
+    w = np.asarray(list(parsed.values()))
     exact = w / w.sum() * n
     counts = np.floor(exact).astype(np.int64)
     rest = int(n - counts.sum())
     counts[np.argsort(-(exact - counts), kind="stable")[:rest]] += 1
-    return rng.permutation(np.repeat(np.asarray(names), counts))
+    return dict(zip(parsed, counts.tolist(), strict=True))
 
 
 @partial(jax.jit, static_argnames=("table",))
