@@ -20,6 +20,7 @@ order, as an uninterrupted run with the same seed: none lost, none twice.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -119,10 +120,20 @@ class Checkpoints:
         self.every = int(every)
         self.run = run or {}
         self.done: dict[int, Any] = dict(resumed["done"]) if resumed else {}
+        self.kept: dict[str, Callable[[], Any]] = {}
+        self._kept_saved: dict[str, Any] = dict(resumed.get("kept") or {}) if resumed else {}
         self._resumed = resumed
         self.interrupt: str | None = None  # set by a signal handler: checkpoint, then stop
         self.saved = 0
         self.used = False  # a scenario called attach(): it can be resumed from its checkpoints
+
+    def keep(self, name: str, get: Callable[[], Any], put: Callable[[Any], None]) -> None:
+        """Save ``get()`` under ``name`` in every checkpoint; when resuming, give the saved
+        value to ``put`` now. For state of the whole run, beside the batches' worlds: LLM
+        usage and budget, fallback counts."""
+        self.kept[name] = get
+        if name in self._kept_saved:
+            put(self._kept_saved.pop(name))
 
     # -- batches ------------------------------------------------------------------------
     def finished(self, batch: int) -> Any | None:
@@ -141,21 +152,34 @@ class Checkpoints:
 
     def attach(self, batch: int, sim: Scheduler, state: Callable[[], Any]) -> None:
         """Save ``state()`` and ``sim``'s queue every ``every`` moments, and at the end of
-        the moment in which a signal asked the run to stop (then raise :class:`Interrupted`)."""
+        the moment in which a signal asked the run to stop (then raise :class:`Interrupted`).
+        ``state`` may be a coroutine function (run by ``sim.arun``): e.g. one that first
+        waits for a request in flight, so that its reply is saved as data."""
         self.used = True
         if self.path is None:
             return
         moments = 0
 
-        def on_moment() -> None:
+        def stop_if_asked() -> None:
+            if self.interrupt is not None:
+                raise Interrupted(f"{self.interrupt} at t={sim.now:g}")
+
+        async def save_later(world: Any) -> None:
+            self.save(batch, sim, await world)
+            stop_if_asked()
+
+        def on_moment() -> Any:
             nonlocal moments
             moments += 1
             # a stop of the scenario's own (a budget) ends the batch: finish() saves then
             due = self.interrupt is not None or (self.every and moments % self.every == 0)
             if due and sim.stop_reason is None:
-                self.save(batch, sim, state())
-            if self.interrupt is not None:
-                raise Interrupted(f"{self.interrupt} at t={sim.now:g}")
+                world = state()
+                if inspect.isawaitable(world):
+                    return save_later(world)
+                self.save(batch, sim, world)
+            stop_if_asked()
+            return None
 
         sim.on_moment = on_moment
 
@@ -167,6 +191,7 @@ class Checkpoints:
             "format": FORMAT, "run": self.run, "batch": batch, "done": self.done,
             "scheduler": sim.snapshot() if sim is not None else None, "world": world,
             "recorder": {"parts": self.recorder._parts, "rows": self.recorder.rows_written},
+            "kept": {name: get() for name, get in self.kept.items()},
         })  # fmt: skip
         self.saved += 1
 

@@ -349,6 +349,11 @@ def run_scenario(
     ctx.checkpoints = Checkpoints(
         run_dir if scenario.checkpointing else None, recorder, every=checkpoint_every, run=identity, resumed=resumed
     )
+
+    def put_fallbacks(saved: dict[str, Any]) -> None:
+        ctx.fallbacks, ctx.first_failure = saved["counts"], saved["first"]
+
+    ctx.checkpoints.keep("fallbacks", lambda: {"counts": ctx.fallbacks, "first": ctx.first_failure}, put_fallbacks)
     summary: dict[str, Any] = {
         "scenario": scenario.name,
         "study": study_ref(scenario),  # how `society replay` / `resume` load it again

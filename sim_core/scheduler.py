@@ -140,7 +140,8 @@ class Scheduler:
         self._cancelled: set[int] = set()  # seqs of cancelled events still in the heap
         self._stop_reason: str | None = None
         self.handlers: dict[str, Callable[..., Any]] = {}
-        self.on_moment: Callable[[], Any] | None = None  # called after each moment (checkpoints)
+        # called after each moment (checkpoints); what it returns, if not None, is awaited
+        self.on_moment: Callable[[], Any] | None = None
 
     def handle(self, name: str, handler: Callable[..., Any]) -> Callable[..., Any]:
         """Register ``handler`` under ``name`` so that events calling it can be saved by
@@ -231,7 +232,7 @@ class Scheduler:
     # -- saving and restoring ---------------------------------------------------------
     def _handler_name(self, handler: Callable[..., Any], event: Event) -> str:
         for name, fn in self.handlers.items():
-            if fn is handler:
+            if fn is handler or fn == handler:  # ==: bound methods are new objects per access
                 return name
         raise SnapshotError(
             f"event '{event.label}' at t={event.time:g} calls a handler that is not registered; "
@@ -352,7 +353,9 @@ class Scheduler:
                     await self._settle([ev], [result])
                 done += 1
             if self.on_moment is not None and (not heap or heap[0][0] != t or heap[0][1] != ev[1]):
-                self.on_moment()
+                pending = self.on_moment()
+                if pending is not None:  # a coroutine: e.g. a checkpoint waiting for a reply
+                    await pending
             if self._stop_reason is not None or (predicate is not None and predicate()):
                 break
         if not heap:

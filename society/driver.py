@@ -60,6 +60,8 @@ async def adrive(
         budget_tokens=cfg.llm_budget_tokens,
     )
     async with session as client:
+        if client is not None and ctx.checkpoints is not None:  # a resumed run counts on
+            ctx.checkpoints.keep("llm_usage", client.usage.state_dict, client.usage.load_state_dict)
         for reps in ctx.replicate_batches() if batches is None else batches:
             values, last = await batch(reps, client)
             for k, v in values.items():

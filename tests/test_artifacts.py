@@ -444,3 +444,23 @@ def test_a_commit_between_the_reads_of_a_refresh_waits_for_the_next(tmp_path, mo
         assert len(a) == 1  # the snapshot of the refresh: b's second note came after it
         monkeypatch.undo()
         assert len(a) == 2 and a.get(raced[0].id).content == "between the reads"
+
+
+def test_a_store_rolls_back_to_its_image(tmp_path):
+    """A run checkpoint keeps each store as a database image; loading it undoes every
+    publish and use since, in the file and in the in-memory index (retrieval)."""
+    path = tmp_path / "s.sqlite"
+    with ArtifactStore(path, prior=(2.0, 1.0)) as store:
+        kept = store.publish("note", "double the number", 1, created_at=0.0, policy="broadcast").id
+        image = store.to_bytes()
+        store.record_use([kept], [True])
+        later = store.publish("note", "reverse the word", 2, created_at=1.0, policy="broadcast").id
+        store.load_bytes(image)
+        assert len(store) == 1 and later not in store and store.get(kept).uses == 0
+        assert store.prior == (2.0, 1.0)
+        assert [a.id for a in store.retrieve(3, "reverse the word", 5, topology=PATH5)] == [kept]
+        with pytest.raises(ValueError, match="not an artifact store image"):
+            store.load_bytes(b"not a database" * 100)
+        assert len(store) == 1  # a bad image leaves the store as it was
+    with ArtifactStore(path) as reopened:  # the file itself was rolled back
+        assert len(reopened) == 1 and reopened.get(kept).uses == 0

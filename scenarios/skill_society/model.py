@@ -21,6 +21,7 @@ SQLite every moment would cost more than the simulation.) Store ids of agents ar
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from scenarios.skill_society.tasks import (
     DOMAINS,
     SPLITS,
     TRAIN_PARAMS,
+    Task,
     describe_rule,
     parse_rule,
     sample_tasks,
@@ -184,9 +186,64 @@ class _Batch:
         self.curves: list[dict] = []  # one entry per checkpoint
         self.counted: np.ndarray | None = None  # attempts at the last checkpoint
 
+        self.in_flight: asyncio.Future | None = None  # llm_latency >= 1: the LLM attempt out
+
     def close(self) -> None:
         for s in self.stores:
             s.close()
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a batch changes, as plain data (a run checkpoint): the world arrays,
+        learned policies, each store's database image, RNG streams, the curves so far."""
+        return {
+            "world": {f.name: getattr(self.world, f.name) for f in dataclasses.fields(self.world)},
+            "generation": self.generation,
+            "learned": self.learned.state_dict() if self.learned is not None else None,
+            "stores": [np.frombuffer(s.to_bytes(), np.uint8) for s in self.stores],
+            "published": [[*slot, aid] for slot, aid in self.published.items()],
+            "published_version": [[*slot, v] for slot, v in self.published_version.items()],
+            "llm_rng": [g.bit_generator.state for g in self.llm_rng],
+            "llm_stats": self.llm_stats, "code_stats": self.code_stats, "counted": self.counted,
+            "curves": [{**c, "scores": [[*k, v] for k, v in c["scores"].items()]} for c in self.curves],
+        }  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.world = dyn.World(**{k: jnp.asarray(v) for k, v in state["world"].items()})
+        self.generation = int(state["generation"])
+        if self.learned is not None:
+            self.learned.load_state_dict(state["learned"])
+        for store, image in zip(self.stores, state["stores"], strict=True):
+            store.load_bytes(np.asarray(image).tobytes())
+        self.published = {(int(r), int(a), int(d)): str(aid) for r, a, d, aid in state["published"]}
+        self.published_version = {(int(r), int(a), int(d)): int(v) for r, a, d, v in state["published_version"]}
+        for g, saved in zip(self.llm_rng, state["llm_rng"], strict=True):
+            g.bit_generator.state = saved
+        self.llm_stats = np.array(state["llm_stats"], float)
+        self.code_stats = np.array(state["code_stats"], float)
+        self.counted = None if state["counted"] is None else np.array(state["counted"])
+        self.curves = [
+            {**c, "scores": {(kind, split): np.asarray(v) for kind, split, v in c["scores"]}} for c in state["curves"]
+        ]
+
+    def attempt_data(self, attempt: dict[str, Any]) -> dict[str, Any]:
+        """An LLM attempt whose replies are in, as plain data (artifacts by id)."""
+        return {
+            "domains": attempt["domains"], "won": attempt["won"], "notes": [list(x) for x in attempt["notes"]],
+            "tasks": [dataclasses.asdict(t) for t in attempt["tasks"]],
+            "retrieved": [[a.id for a in arts] for arts in attempt["retrieved"]],
+        }  # fmt: skip
+
+    def attempt_of(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The attempt saved by :meth:`attempt_data` (its artifacts read back from the store)."""
+        n = self.cfg.population
+        stores = [self.stores[pos // n] for pos in self.llm_pos.tolist()]
+        return {
+            "domains": np.asarray(data["domains"]), "won": np.asarray(data["won"]),
+            "notes": [(int(j), str(text)) for j, text in data["notes"]],
+            "tasks": [Task(**{**t, "examples": tuple(tuple(e) for e in t["examples"])}) for t in data["tasks"]],
+            "retrieved": [st.get_many(ids) for st, ids in zip(stores, data["retrieved"], strict=True)],
+        }  # fmt: skip
 
     # -- numeric agents ---------------------------------------------------------------------
     def choices(self, key: jax.Array) -> jax.Array:
@@ -292,11 +349,10 @@ class _Batch:
 
     async def llm_moment(self, time: float) -> None:
         """Every LLM agent attempts a task and its result counts in this moment."""
-        await self.llm_apply(await self.llm_attempt(), time)
+        await self.llm_apply(await self.llm_attempt(self.llm_prepare()), time)
 
-    async def llm_attempt(self) -> dict[str, Any]:
-        """Draw each LLM agent's task, retrieve artifacts (the store as it is now), ask for a
-        solution and, by chance, a distilled note; nothing changes the world yet."""
+    def llm_prepare(self) -> dict[str, Any]:
+        """Draw each LLM agent's task and retrieve its artifacts from the store as it is now."""
         cfg, n = self.cfg, self.cfg.population
         domains = self.llm_domains()
         tasks, retrieved = [], []
@@ -305,6 +361,13 @@ class _Batch:
             task = train_task(DOMAINS[domains[j]], cfg.difficulty, self.llm_rng[i])
             tasks.append(task)
             retrieved.append(self.retrieve(i, seat, task.prompt(), task.domain))
+        return {"domains": domains, "tasks": tasks, "retrieved": retrieved}
+
+    async def llm_attempt(self, prepared: dict[str, Any]) -> dict[str, Any]:
+        """Ask for a solution of each prepared task and, by chance, a distilled note (as
+        text); nothing changes the world yet."""
+        cfg, n = self.cfg, self.cfg.population
+        tasks, retrieved = prepared["tasks"], prepared["retrieved"]
         requests = await self.solve_requests(tasks, retrieved, self.llm_pos.tolist())
         replies = await self.client.complete_many(requests)
         answers = [(c.parsed or NO_ANSWER).answer for c in replies]
@@ -322,10 +385,8 @@ class _Batch:
                 )  # fmt: skip
                 notes_for.append(j)
         notes = await self.client.complete_many(distil) if distil else []
-        return {
-            "domains": domains, "tasks": tasks, "retrieved": retrieved, "won": won,
-            "notes": list(zip(notes_for, notes, strict=True)),
-        }  # fmt: skip
+        texts = [(c.parsed.code if isinstance(c.parsed, Code) else c.parsed.note if c.parsed else "").strip() for c in notes]
+        return {**prepared, "won": won, "notes": list(zip(notes_for, texts, strict=True))}
 
     async def llm_apply(self, attempt: dict[str, Any], time: float) -> None:
         """The attempt's effects at ``time``: artifact use, stats, the shared world, notes."""
@@ -346,9 +407,7 @@ class _Batch:
             successes=w.successes.at[pos, d].add(s),
             est=w.est.at[pos, d].add(dyn.EST_RATE * (s - w.est[pos, d])),
         )
-        for j, c in attempt["notes"]:
-            parsed = c.parsed
-            text = (parsed.code if isinstance(parsed, Code) else parsed.note if parsed else "").strip()
+        for j, text in attempt["notes"]:
             if text:
                 await self.publish_note(j, tasks[j], text, retrieved[j], time)
 
@@ -442,6 +501,9 @@ class SkillSociety(Scenario):
     Config = SkillSocietyConfig
     headline = HEADLINE
     labels = {"split": str, "kind": str, "domain": str, "agent": int, "cohort": str}
+    # world, learned policies, artifact stores (database images), RNG streams, an LLM
+    # attempt in flight (its replies awaited, then saved), LLM usage
+    checkpointing = True
 
     def run(self, cfg: SkillSocietyConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
@@ -450,11 +512,14 @@ class SkillSociety(Scenario):
         return drive(cfg, ctx, batch, llm=uses_llm(cfg))
 
     async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, client) -> tuple[dict, float]:
+        batch = int(reps[0])
+        done = ctx.checkpoints.finished(batch)  # a batch finished before a resume
+        if done is not None:
+            return {k: np.asarray(v) for k, v in done[0].items()}, float(done[1])
         b = _Batch(cfg, ctx, reps, client)
         total = cfg.steps * cfg.generations
         moment_key, learn_key = ctx.rng.key("moments"), ctx.rng.key("learn")
         sim = Scheduler()
-        in_flight: asyncio.Future | None = None  # llm_latency >= 1: the LLM attempt out
         try:
 
             async def checkpoint() -> None:
@@ -470,14 +535,12 @@ class SkillSociety(Scenario):
 
             def ask(t: int) -> None:
                 """Start an LLM attempt now; its reply arrives as an event llm_latency later."""
-                nonlocal in_flight
                 if t + cfg.llm_latency < total:
-                    in_flight = asyncio.ensure_future(b.llm_attempt())
+                    b.in_flight = asyncio.ensure_future(b.llm_attempt(b.llm_prepare()))
                     sim.at(float(t + cfg.llm_latency), reply, priority=1, name="skill-society llm reply")
 
             async def reply() -> None:
-                nonlocal in_flight
-                attempt, in_flight = await in_flight, None
+                attempt, b.in_flight = await b.in_flight, None
                 await b.llm_apply(attempt, sim.now)
                 if not budget_reached(client, ctx, sim):
                     ask(int(sim.now))
@@ -491,22 +554,44 @@ class SkillSociety(Scenario):
                 if b.llm_pos.size and not cfg.llm_latency:
                     await b.llm_moment(float(t))
                     budget_reached(client, ctx, sim)
-                elif b.llm_pos.size and in_flight is None:
+                elif b.llm_pos.size and b.in_flight is None:
                     ask(t)
                 if (t + 1) % cfg.record_every == 0:
                     self._record_moment(b, t + 1, out)
 
-            # every moment time: a checkpoint (and turnover) first, then the moment
-            sim.every(1.0, checkpoint, priority=-1, name="skill-society checkpoint")
-            sim.every(1.0, moment, name="skill-society moment")
+            def saved() -> Any:
+                """The checkpoint's state; with a request in flight, once its replies are in."""
+                if b.in_flight is None:
+                    return {**b.state_dict(), "in_flight": None}
+
+                async def with_reply() -> dict:
+                    attempt = await b.in_flight
+                    return {**b.state_dict(), "in_flight": b.attempt_data(attempt)}
+
+                return with_reply()
+
+            for name, fn in (("checkpoint", checkpoint), ("moment", moment), ("reply", reply)):
+                sim.handle(name, fn)
+            state = ctx.checkpoints.resume(batch, sim)
+            if state is not None:
+                b.load_state_dict(state)
+                if state["in_flight"] is not None:  # its replies were in: they arrive as saved
+                    b.in_flight = asyncio.get_running_loop().create_future()
+                    b.in_flight.set_result(b.attempt_of(state["in_flight"]))
+            else:  # every moment time: a checkpoint (and turnover) first, then the moment
+                sim.every(1.0, checkpoint, priority=-1, name="skill-society checkpoint")
+                sim.every(1.0, moment, name="skill-society moment")
+            ctx.checkpoints.attach(batch, sim, saved)
             await sim.arun()
             if ctx.stop_reason and (not b.curves or b.curves[-1]["time"] < sim.now):
                 await self._checkpoint(b, sim.now)  # a budget stop still ends on a checkpoint
-            return self._finish(b), float(sim.now)
+            done = self._finish(b), float(sim.now)
+            ctx.checkpoints.finish(batch, done)
+            return done
         finally:
-            if in_flight is not None:  # a stop with a request out: its reply is not used
-                in_flight.cancel()
-                await asyncio.gather(in_flight, return_exceptions=True)
+            if b.in_flight is not None and not b.in_flight.done():  # a stop with a request out
+                b.in_flight.cancel()
+                await asyncio.gather(b.in_flight, return_exceptions=True)
             b.close()
 
     # -- recording ---------------------------------------------------------------------------

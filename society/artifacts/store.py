@@ -193,6 +193,13 @@ class ArtifactStore:
             self._conn.close()
             raise
         self.prior: tuple[float, float] = prior
+        self._bm25 = (k1, b)
+        with self._lock:
+            self._reset_mirrors()
+
+    def _reset_mirrors(self) -> None:
+        """Empty the in-memory mirrors (index, columns) and load them from the database."""
+        k1, b = self._bm25
         self._index = BM25Index(k1=k1, b=b)
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}
@@ -213,8 +220,7 @@ class ArtifactStore:
         }
         self._author_bound = 0  # 1 + largest author id stored
         self._data_version = -1
-        with self._lock:
-            self._sync()
+        self._sync()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -839,6 +845,34 @@ class ArtifactStore:
     def to_parquet(self, path: str | Path) -> None:
         """Write all artifacts to a Parquet file (see ``to_arrow`` for the columns)."""
         pq.write_table(self.to_arrow(), str(path))
+
+    def to_bytes(self) -> bytes:
+        """The whole store as one SQLite database image: what a run checkpoint keeps, so a
+        resumed run rolls the store back to the checkpoint's moment."""
+        with self._lock:
+            mem = sqlite3.connect(":memory:")
+            try:
+                self._db.backup(mem)
+                image = bytearray(mem.serialize())
+            finally:
+                mem.close()
+        image[18:20] = b"\x01\x01"  # a rollback-journal header: an image cannot be in WAL mode
+        return bytes(image)
+
+    def load_bytes(self, image: bytes) -> None:
+        """Replace the whole store by an image from :meth:`to_bytes` (its prior included)."""
+        mem = sqlite3.connect(":memory:")
+        try:
+            mem.deserialize(image)
+            stored = dict(mem.execute("SELECT key, value FROM meta").fetchall())
+            with self._lock:
+                mem.backup(self._db)
+                self.prior = tuple(json.loads(stored["prior"]))
+                self._reset_mirrors()
+        except (sqlite3.DatabaseError, KeyError, ValueError) as exc:
+            raise ValueError(f"not an artifact store image ({type(exc).__name__}: {exc})") from None
+        finally:
+            mem.close()
 
     def snapshot(self, path: str | Path) -> None:
         """Copy the whole store to a new SQLite file with the online backup API (a checkpoint)."""

@@ -126,6 +126,22 @@ class Usage:
         self.failure_kinds: dict[str, int] = {}
         self.first_error: str | None = None
 
+    def state_dict(self) -> dict[str, Any]:
+        """The counts as plain data: a run checkpoint keeps them, so a resumed run's usage
+        (and its budget) continues from the checkpoint instead of from zero."""
+        return {
+            "total": dict(self.total), "by_agent": {a: dict(m) for a, m in self.by_agent.items()},
+            "by_cohort": {c: dict(m) for c, m in self.by_cohort.items()},
+            "failure_kinds": dict(self.failure_kinds), "first_error": self.first_error,
+        }  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.total.update(state["total"])
+        self.by_agent = {int(a): dict(m) for a, m in state["by_agent"].items()}
+        self.by_cohort = {c: dict(m) for c, m in state["by_cohort"].items()}
+        self.failure_kinds = dict(state["failure_kinds"])
+        self.first_error = state["first_error"]
+
     def add_failure(self, error: str) -> None:
         """Count one failed request by its kind; keep the first message."""
         kind = failure_kind(error)
