@@ -469,12 +469,55 @@ class _Batch:
     def _recover(self, agents: np.ndarray) -> None:
         self._set_health(agents, R, "recovery")
 
-    async def run(self) -> None:
-        if self.fused:
-            self.sim.at(0.0, self.chunk, name="epidemic days")
+    async def run(self, batch: int | None = None) -> None:
+        """Run the batch's days; with ``batch`` (its checkpoint id), resume it from the run's
+        checkpoint if it stopped inside it, and save checkpoints as it goes."""
+        sim = self.sim
+        # Every handler that can be queued at a checkpoint (the drawn transitions: __init__).
+        sim.handle("epidemic day", self.step)
+        sim.handle("epidemic days", self.chunk)
+        sim.handle("epidemic end", sim.stop)
+        checkpoints = self.ctx.checkpoints if batch is not None else None
+        saved = checkpoints.resume(batch, sim) if checkpoints is not None else None
+        if saved is not None:
+            self.load_state(saved)
+        elif self.fused:
+            sim.at(0.0, self.chunk, name="epidemic days")
         else:
-            self.sim.every(1.0, self.step, name="epidemic day")
-        await self.sim.arun()
+            sim.every(1.0, self.step, name="epidemic day")
+        if checkpoints is not None:
+            checkpoints.attach(batch, sim, self.state)
+        await sim.arun()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything the days change, as checkpoint data (the clock and the queue, with the
+        drawn transitions' agents, are saved with the scheduler)."""
+        out: dict[str, Any] = {
+            "health": self.health, "sym": self.sym, "prev_global": self.prev_global,
+            "was_active": self.was_active, "contact_sum": self.contact_sum,
+            "active_days": self.active_days, "peak": self.peak, "peak_day": self.peak_day,
+        }  # fmt: skip
+        if not self.fused:  # learned agents' policies and optimisers, LLM agents' memories
+            out["population"] = self.pop.state_dict()
+        if self.drawn:  # the period draws still to come, and the transitions so far
+            out["period_rngs"] = [rng.bit_generator.state for rng in self.period_rngs]
+            out["transitions"] = list(self.transitions)
+        return out
+
+    def load_state(self, saved: dict[str, Any]) -> None:
+        """Restore :meth:`state` into a batch built afresh with the same config and seed."""
+        self.health, self.sym = jnp.asarray(saved["health"]), jnp.asarray(saved["sym"])
+        self.prev_global = jnp.asarray(saved["prev_global"])
+        self.was_active = np.asarray(saved["was_active"])
+        for name in ("contact_sum", "active_days", "peak", "peak_day"):
+            setattr(self, name, np.asarray(saved[name]))
+        if "population" in saved:
+            self.pop.load_state_dict(saved["population"])
+        if self.drawn:
+            for rng, st in zip(self.period_rngs, saved["period_rngs"], strict=True):
+                rng.bit_generator.state = st
+            self.transitions = [tuple(x) for x in saved["transitions"]]
 
     # -- rule agents only: several days per compiled call ----------------------------------
     def _fuse_setup(self) -> None:
@@ -735,6 +778,7 @@ class Epidemic(Scenario):
     Config = EpidemicConfig
     headline = HEADLINE
     labels = {"kind": str, "cohort": str}
+    checkpointing = True  # every path: world, population (policies, LLM memories), queue
 
     def run(self, cfg: EpidemicConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         nb, degree, mean_degree = build_graph(cfg, ctx)
@@ -751,9 +795,13 @@ class Epidemic(Scenario):
         )
 
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            b = _Batch(cfg, ctx, reps, p, nb, degree, client, system)
-            await b.run()
-            return b.results(), float(b.day)
+            done = ctx.checkpoints.finished(int(reps[0]))  # a batch finished before a resume
+            if done is None:
+                b = _Batch(cfg, ctx, reps, p, nb, degree, client, system)
+                await b.run(int(reps[0]))
+                done = (b.results(), float(b.day))
+                ctx.checkpoints.finish(int(reps[0]), done)
+            return dict(done[0]), float(done[1])
 
         # Per-agent usage rows stay in the client; totals and per cohort are recorded.
         return drive(cfg, ctx, batch, llm=uses_llm(cfg))
