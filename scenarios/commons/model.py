@@ -308,9 +308,49 @@ class _Batch:
         """Months since the start, over episodes: the scheduler is the clock."""
         return int(self.sim.now)
 
-    async def run(self) -> None:
-        self.months = self.sim.every(1.0, self.step, name="commons month")
+    async def run(self, batch: int) -> None:
+        """Fish month by month; with checkpoints, from where a resumed batch left off. Each
+        month schedules the next (a plain event, saved with the queue), so an episode that
+        ends early starts the next one at its first month, across a resume too."""
+        self.sim.handle("commons month", self.step)
+        saved = self.ctx.checkpoints.resume(batch, self.sim)
+        if saved is not None:
+            self.load(saved)
+        else:
+            self.sim.at(0.0, self.step, name="commons month")
+        self.ctx.checkpoints.attach(batch, self.sim, self.state)
         await self.sim.arun()
+
+    # -- checkpoints -----------------------------------------------------------------------
+    TALLIES = ("stock", "alive", "survival", "caught", "over", "positive")
+
+    def state(self) -> dict[str, Any]:
+        """Everything a month changes, as checkpoint data: the episode's lakes and tallies,
+        the lakes' histories (prompts), learned decisions awaiting the episode's end, the
+        last episode's values, the population, and how much of the transcript is written."""
+        written = self.transcript is not None and self.transcript.exists()
+        out = {k: getattr(self, k) for k in self.TALLIES}
+        out.update(
+            episode=self.episode, history=self.history, decisions=self.decisions, last=self.last,
+            episodes_done=self.episodes_done, population=self.pop.state_dict(),
+            transcript=self.transcript.stat().st_size if written else 0,
+        )  # fmt: skip
+        return out
+
+    def load(self, saved: dict[str, Any]) -> None:
+        """Put back a :meth:`state`; transcript lines written after it are dropped (the
+        resumed run writes them again)."""
+        self.pop.load_state_dict(saved["population"])
+        for k in self.TALLIES:
+            setattr(self, k, np.array(saved[k]))
+        self.episode, self.episodes_done = int(saved["episode"]), int(saved["episodes_done"])
+        self.history = [list(h) for h in saved["history"]]
+        self.decisions = [tuple(d) for d in saved["decisions"]]
+        self.last = dict(saved["last"])
+        self.posts = [[] for _ in range(self.b)]
+        if self.transcript is not None and self.transcript.exists():
+            with self.transcript.open("r+b") as fh:
+                fh.truncate(int(saved["transcript"]))
 
     def _begin_episode(self, e: int) -> None:
         b, n = self.b, self.n
@@ -326,7 +366,8 @@ class _Batch:
         self.decisions: list[tuple] = []
 
     async def step(self) -> None:
-        """One month in every lake of the batch: observe, talk, act, fish, record."""
+        """One month in every lake of the batch: observe, talk, act, fish, record; then the
+        next month is scheduled (the next episode's first, after an early end)."""
         cfg, b, n = self.cfg, self.b, self.n
         e, m = divmod(self.t, cfg.steps)
         if m == 0:
@@ -371,14 +412,14 @@ class _Batch:
             feats = {f: obs[f][mask] for f in LEARNED_FEATURES}
             self.decisions.append((np.flatnonzero(mask), feats, raw[mask]))
         self.stock, self.alive = np.asarray(stock), np.asarray(alive)
+        following = self.t + 1
         if m == cfg.steps - 1 or not self.alive.any():
             self._end_episode(e)
             if e == cfg.episodes - 1:
                 self.sim.stop("done")
                 return
-            if m < cfg.steps - 1:  # every lake collapsed early: the next episode starts now
-                self.months.cancel()
-                self.months = self.sim.every(1.0, self.step, start=(e + 1) * cfg.steps, name="commons month")
+            following = (e + 1) * cfg.steps  # every lake collapsed early: the next episode
+        self.sim.at(float(following), self.step, name="commons month")
         budget_reached(self.client, self.ctx, self.sim)
 
     def _account(self, asked: np.ndarray, out: dict[str, np.ndarray], new_stock: np.ndarray):
@@ -477,6 +518,7 @@ class Commons(Scenario):
     Config = CommonsConfig
     headline = HEADLINE
     labels = {"episode": int, "agent": int, "kind": str, "cohort": str}
+    checkpointing = True  # lakes, tallies, histories, population and the next month's event
 
     def horizon(self, config: CommonsConfig) -> tuple[float, str] | None:
         """Months of one episode; unknown with several (time restarts each episode)."""
@@ -489,9 +531,14 @@ class Commons(Scenario):
             keys += [f"{m}.{k}" for k in KINDS if (kinds == k).any() for m in BY_KIND]
 
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            b = _Batch(cfg, ctx, reps, client)
-            await b.run()
-            return {k: b.last.get(k, np.full(len(reps), np.nan)) for k in keys}, float(cfg.episodes)
+            key = int(reps[0])  # batches are contiguous ranges of replicates
+            done = ctx.checkpoints.finished(key)  # a batch finished before a resume
+            if done is None:
+                b = _Batch(cfg, ctx, reps, client)
+                await b.run(key)
+                done = {k: b.last.get(k, np.full(len(reps), np.nan)) for k in keys}
+                ctx.checkpoints.finish(key, done)
+            return {k: np.asarray(v) for k, v in done.items()}, float(cfg.episodes)
 
         return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 

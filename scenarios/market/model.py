@@ -361,8 +361,47 @@ class _Batch:
             index=float(self.price[r, : self.f].mean()),
         )
 
-    async def run(self) -> None:
-        self.sim.every(1.0, self.step, start=1.0, name="market period")  # period p at time p
+    # -- checkpoints -----------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """Everything a period changes, as checkpoint data: ratings, the open period (arrivals
+        mid-period), last period's outcome, the series so far, the firms and the RNGs."""
+        out = {
+            "rating_sum": self.rating_sum, "rating_n": self.rating_n, "texts": self.texts.tolist(),
+            "last_honest": self.last_honest, "period": self.period, "price": self.price,
+            "sales": self.sales, "perceived": self.perceived, "profit": self.profit,
+            "series": self.series, "history": self.history, "population": self.pop.state_dict(),
+        }  # fmt: skip
+        if self.cfg.arrivals > 1:
+            out["arrival_rngs"] = [rng.bit_generator.state for rng in self.arrival_rngs]
+            out["pending"] = getattr(self, "pending", None)
+        return out
+
+    def load(self, saved: dict[str, Any]) -> None:
+        """Put back a :meth:`state` (the warm-up clearing of ``__init__`` is overwritten)."""
+        self.pop.load_state_dict(saved["population"])
+        for k in ("rating_sum", "rating_n", "last_honest", "price", "sales", "perceived", "profit"):
+            setattr(self, k, np.array(saved[k]))
+        self.texts = np.array(saved["texts"], dtype=object).reshape(self.b, self.n_list)
+        self.period = {k: np.array(v) for k, v in saved["period"].items()}
+        self.series = {k: list(v) for k, v in saved["series"].items()}
+        self.history = [tuple(h) for h in saved["history"]]
+        if self.cfg.arrivals > 1:
+            for rng, st in zip(self.arrival_rngs, saved["arrival_rngs"], strict=True):
+                rng.bit_generator.state = st
+            if saved["pending"] is not None:
+                ids, obs, raw = saved["pending"]
+                obs = {k: np.asarray(v) for k, v in obs.items()}
+                self.pending = (np.asarray(ids), obs, np.asarray(raw))
+
+    async def run(self, batch: int) -> None:
+        """Play the periods; with checkpoints, from where a resumed batch left off."""
+        self.sim.handle("market period", self.step)
+        saved = self.ctx.checkpoints.resume(batch, self.sim)
+        if saved is not None:
+            self.load(saved)
+        else:
+            self.sim.every(1.0, self.step, start=1.0, name="market period")  # period p at time p
+        self.ctx.checkpoints.attach(batch, self.sim, self.state)
         await self.sim.arun()
 
     async def step(self) -> None:
@@ -479,12 +518,18 @@ class Market(Scenario):
     Config = MarketConfig
     headline = HEADLINE
     labels = {"kind": str, "agent": int, "cohort": str}
+    checkpointing = True  # market state, firms (population) and the period's queued arrivals
 
     def run(self, cfg: MarketConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            b = _Batch(cfg, ctx, reps, client)
-            await b.run()
-            return b.results(), float(b.t)
+            key = int(reps[0])  # batches are contiguous ranges of replicates
+            done = ctx.checkpoints.finished(key)  # a batch finished before a resume
+            if done is None:
+                b = _Batch(cfg, ctx, reps, client)
+                await b.run(key)
+                done = (b.results(), float(b.t))
+                ctx.checkpoints.finish(key, done)
+            return {k: np.asarray(v) for k, v in done[0].items()}, float(done[1])
 
         return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 

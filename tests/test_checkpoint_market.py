@@ -1,0 +1,107 @@
+"""market: runs killed after a checkpoint resume to the uninterrupted run's rows and headline
+values: rule firms and rules + learned firms SIGKILLed; consumers arriving at k moments a
+period and LLM firms stopped in-process right after the checkpoint of a chosen moment."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
+from test_scenario_market import LLM, cost_in, user_text
+
+import scenarios
+from sim_core.checkpoint import Checkpoints, read
+from society.llm.testserver import TestServer
+
+# One shape for every case (4 firms, 3 Sybil listings, 20 consumers): compilations are shared.
+BASE = {"population": 4, "consumers": 20, "capacity": 8, "sybil": 1}
+CASES = {
+    "rules": {**BASE, "agents": "rules", "steps": 50},
+    # the learned firms' policies and optimiser state are in the checkpoint (population)
+    "rules+learned": {**BASE, "agents": "mixed", "split": "rules:1,learned:1", "steps": 50},
+}
+# 3 arrival moments a period: a period is 5 moments (pricing, 3 arrivals, the close).
+ARRIVALS = {**BASE, "agents": "mixed", "split": "rules:1,learned:1", "arrivals": 3, "steps": 4}
+
+
+def _check(result: Any, reference: Any, out: Path) -> None:
+    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
+    for k, v in reference.summary["metrics"].items():
+        np.testing.assert_array_equal(result.summary["metrics"][k]["values"], v["values"], err_msg=k)
+    _same_rows(out, reference.metrics)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_killed_market_run_resumes_to_the_same_rows(tmp_path: Path, case: str) -> None:
+    config = CASES[case]
+    reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **config)
+    out = tmp_path / "run"
+    proc = _start(out, "market", config, "--replicates", "2")
+    _wait_for_checkpoint(proc, out)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
+    _check(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config), reference, out)
+
+
+class _Killed(Exception):
+    pass
+
+
+def _killed_after(monkeypatch: pytest.MonkeyPatch, moment: int, out: Path, config: dict, **kw: Any) -> None:
+    """Run with a checkpoint every moment and die at the end of the moment after ``moment``,
+    before its checkpoint: that moment's rows (and transcript lines) are written, then lost."""
+    save = Checkpoints.save
+
+    def die_after(self, batch, sim, world):
+        if sim is not None and self.saved == moment:
+            raise _Killed
+        save(self, batch, sim, world)
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoints, "save", die_after)
+        with pytest.raises(_Killed):
+            scenarios.run("market", seed=SEED, replicates=2, out=out, checkpoint_every=1, config=config, **kw)
+
+
+@pytest.mark.parametrize("moment", [1, 3, 5])
+def test_arrivals_resume_from_any_moment_of_a_period(tmp_path: Path, monkeypatch, moment: int) -> None:
+    """Killed after the pricing step (1), an arrival (3) or the close (5) of period 1: the
+    arrival events still queued and the arrival draws' generator carry on as they would."""
+    reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **ARRIVALS)
+    out = tmp_path / "run"
+    _killed_after(monkeypatch, moment, out, ARRIVALS)
+    queued = {e["name"] for e in read(out / "checkpoint.npz")["scheduler"]["events"]}
+    assert ("market close" in queued) == (moment != 5)
+    _check(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=ARRIVALS), reference, out)
+
+
+def prompt_reply(body: dict) -> str:
+    """A stand-in model whose price hangs on every character of the prompt (the firm's own
+    history, its rivals' prices, ratings and listings): a state not restored shows."""
+    prompt = user_text(body)
+    period = re.search(r"This is period (\d+) of", prompt).group(1)
+    price = cost_in(body) + 0.25 + (zlib.crc32(prompt.encode()) % 100) / 100
+    return json.dumps({"reason": "x", "price": price, "listing": f"Goods {zlib.crc32(prompt.encode()) % 7} p{period}"})
+
+
+def test_llm_firms_resume_to_the_same_rows(tmp_path: Path, monkeypatch) -> None:
+    """Rules, learned and two LLM firms per market (a scripted stand-in server that reads
+    the rival LLM firm's listing), killed in period 3."""
+    config = {**BASE, "agents": "mixed", "split": "rules:1,learned:1,llm:2", "steps": 6}
+    srv = TestServer(reply=prompt_reply).start_in_thread()
+    try:
+        kw = {"llm": LLM, "api_base": srv.url + "/v1"}
+        reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **kw, **config)
+        out = tmp_path / "run"
+        _killed_after(monkeypatch, 3, out, config, **kw)
+        _check(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
+    finally:
+        srv.stop()
