@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
 
 import scenarios
 from sim_core.checkpoint import read
 from sim_core.recorder import read_metrics
-from tests.test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
 
 CASES = {
     # rules only, periods=chain: 2 x 20000 agents make chunks of 50 days (several moments)

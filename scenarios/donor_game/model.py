@@ -14,6 +14,7 @@ row + first replicate * N), so each round is one observation kernel, one call pe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from scenarios.donor_game import prompts
 from scenarios.donor_game.config import DonorGameConfig
 from scenarios.donor_game.dynamics import (
     LEARNED_FEATURES,
+    DonorState,
     flat_trace,
     initial_state,
     observe,
@@ -244,12 +246,52 @@ class _Batch:
             text = c.parsed.strategy if c.parsed is not None else ""
             llm.personas[p] = " ".join(text.split())[: prompts.MAX_STRATEGY_CHARS]
 
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a round changes, as checkpoint data: the game's world, the generation's
+        pairings and outcomes so far, names, the halves' generators and the population."""
+        return {
+            "world": {f.name: getattr(self.state, f.name) for f in dataclasses.fields(DonorState)},
+            "decisions": self.decisions,
+            "donors": self.donors,
+            "recipients": self.recipients,
+            "outcomes": self.outcomes,
+            "finals": self.finals,
+            "gen": self.gen,
+            "generations_done": self.generations_done,
+            "last": self.last,
+            "born": self.born,
+            "index": self.index,
+            "halves_rng": [rng.bit_generator.state for rng in self.halves_rng],
+            "population": self.pop.state_dict(),
+        }
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        """Put back what :meth:`state_dict` saved (in a batch built afresh, same config)."""
+        self.state = DonorState(**{k: jnp.asarray(v) for k, v in saved["world"].items()})
+        self.decisions = [tuple(d) for d in saved["decisions"]]
+        self.donors, self.recipients = saved["donors"], saved["recipients"]
+        self.outcomes, self.finals = list(saved["outcomes"]), list(saved["finals"])
+        self.gen, self.generations_done = int(saved["gen"]), int(saved["generations_done"])
+        self.last = dict(saved["last"])
+        self.born, self.index = saved["born"].copy(), saved["index"].copy()
+        for rng, state in zip(self.halves_rng, saved["halves_rng"], strict=True):
+            rng.bit_generator.state = state
+        self.pop.load_state_dict(saved["population"])
+
     # -- the run ---------------------------------------------------------------------------
     async def run(self) -> None:
-        await self._strategies(np.arange(self.rows), None, None)
-        if budget_reached(self.client, self.ctx, self.sim):
-            return
-        self.sim.every(1.0, self.step, name="donor-game round")
+        checkpoints, batch = self.ctx.checkpoints, int(self.reps[0])
+        self.sim.handle("round", self.step)
+        saved = checkpoints.resume(batch, self.sim)
+        if saved is not None:
+            self.load_state_dict(saved)
+        else:
+            await self._strategies(np.arange(self.rows), None, None)
+            if budget_reached(self.client, self.ctx, self.sim):
+                return
+            self.sim.every(1.0, self.step, name="donor-game round")
+        checkpoints.attach(batch, self.sim, self.state_dict)
         await self.sim.arun()
 
     async def step(self) -> None:
@@ -412,12 +454,18 @@ class DonorGame(Scenario):
     Config = DonorGameConfig
     headline = HEADLINE
     labels = {"agent": int, "cohort": str}
+    checkpointing = True  # world, generation so far, halves' generators, population, queue
 
     def run(self, cfg: DonorGameConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            b = _Batch(cfg, ctx, reps, client)
-            await b.run()
-            return b.last, float(b.generations_done)
+            done = ctx.checkpoints.finished(int(reps[0]))  # a batch finished before a resume
+            if done is None:
+                b = _Batch(cfg, ctx, reps, client)
+                await b.run()
+                done = (b.last, float(b.generations_done))
+                ctx.checkpoints.finish(int(reps[0]), done)
+            last, end = done
+            return {k: np.asarray(v) for k, v in last.items()}, float(end)
 
         return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 

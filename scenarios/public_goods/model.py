@@ -553,15 +553,49 @@ class _Batch:
             max_points=self.cfg.max_points,
         )
 
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """What rounds change, as checkpoint data: each agent's last round, the running sums
+        of the headline, LLM agents' recent rounds and both stages' populations. The rest
+        (groups, keys, rule types) is drawn again from the seed by round number."""
+        return {
+            "last": self.last,
+            "played": self.played,
+            "sums": self.sums,
+            "counts": self.counts,
+            "rounds_done": self.rounds_done,
+            "history": self.history,
+            "population": self.pop.state_dict(),
+            "sanctions": None if self.sanction_pop is None else self.sanction_pop.state_dict(),
+        }
+
+    def load_state_dict(self, saved: dict[str, Any]) -> None:
+        """Put back what :meth:`state_dict` saved (in a batch built afresh, same config)."""
+        self.last = {k: np.asarray(v) for k, v in saved["last"].items()}
+        self.played = np.asarray(saved["played"], bool).copy()
+        self.sums, self.counts = dict(saved["sums"]), dict(saved["counts"])
+        self.rounds_done = int(saved["rounds_done"])
+        self.history = [dict(h, round=int(h["round"])) for h in saved["history"]]
+        self.pop.load_state_dict(saved["population"])
+        if self.sanction_pop is not None:
+            self.sanction_pop.load_state_dict(saved["sanctions"])
+
     # -- one round -------------------------------------------------------------------------
     async def run(self) -> None:
         steps, k = self.cfg.steps, self.fuse
-        if k:  # one scheduler event per chunk of rounds
+        checkpoints, batch = self.ctx.checkpoints, int(self.reps[0])
+        self.sim.handle("rounds", self.rounds)
+        self.sim.handle("round", self.round)
+        saved = checkpoints.resume(batch, self.sim)  # the queue holds the rounds still to play
+        if saved is not None:
+            self.load_state_dict(saved)
+        elif k:  # one scheduler event per chunk of rounds
             for t in range(1, steps + 1, k):
                 self.sim.at(float(t), self.rounds, t, min(k, steps + 1 - t))
         else:
             for t in range(1, steps + 1):
                 self.sim.at(float(t), self.round, t)
+        checkpoints.attach(batch, self.sim, self.state_dict)
         await self.sim.arun()
 
     async def rounds(self, t0: int, k: int) -> None:
@@ -781,15 +815,21 @@ class PublicGoods(Scenario):
     Config = PublicGoodsConfig
     headline = ("contribution_rate", "welfare")
     labels = {"kind": str, "strategy": str, "agent": int, "cohort": str}
+    checkpointing = True  # both paths: agents' last rounds, running sums, populations, queue
 
     def run(self, cfg: PublicGoodsConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         nb = build_neighbours(cfg, int(ctx.rng.numpy("graph").integers(2**31)))
 
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            kinds = np.stack([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
-            b = _Batch(cfg, ctx, reps, nb, kinds, client)
-            await b.run()
-            return b.headline(), float(b.rounds_done)
+            done = ctx.checkpoints.finished(int(reps[0]))  # a batch finished before a resume
+            if done is None:
+                kinds = np.stack([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
+                b = _Batch(cfg, ctx, reps, nb, kinds, client)
+                await b.run()
+                done = (b.headline(), float(b.rounds_done))
+                ctx.checkpoints.finish(int(reps[0]), done)
+            values, end = done
+            return {k: np.asarray(v) for k, v in values.items()}, float(end)
 
         return drive(cfg, ctx, batch, llm=uses_llm(cfg), agents_per_replicate=cfg.population)
 
