@@ -9,6 +9,7 @@ user's own scenario defined in a script runs exactly like a built-in one.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import json
 import math
@@ -177,6 +178,11 @@ def study_ref(scenario: Scenario) -> str:
 
 def versions() -> dict[str, str]:
     """Versions of Python and the packages that shape results (read without importing them)."""
+    return dict(_versions())
+
+
+@functools.cache
+def _versions() -> dict[str, str]:  # reading package metadata costs ms: once per process
     out = {"python": platform.python_version()}
     for pkg in VERSIONED_PACKAGES:
         try:
