@@ -179,3 +179,14 @@ def test_ray_path_with_two_workers(toy, tmp_path):
     assert len(result.ran) == 3 and not result.failed
     local = scenarios.sweep(toy, {"b": [1, 2, 3]}, out=tmp_path / "local", replicates=2, seed=3)
     pd.testing.assert_frame_equal(result.table, local.table)  # same numbers wherever a point ran
+
+
+def test_local_workers_get_cores_of_their_own():
+    """Each local worker is pinned to a distinct core it may run on; with more workers than
+    cores nobody is pinned (the OS shares them out)."""
+    from sim_core.sweep import _cores
+
+    mine = sorted(os.sched_getaffinity(0))
+    cores = _cores(len(mine))
+    assert sorted(cores) == mine and len(set(cores)) == len(mine)
+    assert _cores(len(mine) + 1) == [None] * (len(mine) + 1)
