@@ -5,8 +5,8 @@
 
 Both sweeps run the same points (``network-game``, ``b`` in 8 values, the same seed) into
 fresh directories in one session. One worker runs the points here, one after another
-(compiled kernels are cached between points); ``--workers N`` runs them as Ray tasks on a
-local Ray started with ``num_cpus=N``. Two ratios are printed: including Ray's start-up
+(compiled kernels are cached between points); ``--workers N`` runs them on a local Ray
+started with ``num_cpus=N``, one actor per worker pinned to a core of its own. Two ratios are printed: including Ray's start-up
 and shut-down (what ``society sweep --workers N`` costs end to end) and excluding it (the
 points alone, Ray already up, as on a cluster). Target: <= 0.6 with 2 workers on >= 2
 free cores. The machine may be shared: the load average is printed with the figures.

@@ -279,7 +279,7 @@ def sweep_cmd(
     seed: Annotated[int, typer.Option(help="root random seed of every point", min=0, max=MAX_SEED)] = 0,
     replicates: Annotated[int, typer.Option(help="independent replicates per point", min=1, max=MAX_REPLICATES)] = 1,
     out: Annotated[Path, typer.Option(help="sweep directory; rerun with the same arguments to resume")] = Path("sweep"),
-    workers: Annotated[int, typer.Option(help="points run at once (Ray tasks on this machine; 1: in this process)", min=1)] = 1,
+    workers: Annotated[int, typer.Option(help="points run at once (Ray actors on this machine, one core each; 1: in this process)", min=1)] = 1,
     ray_address: Annotated[str | None, typer.Option("--ray", help="address of a Ray cluster to run the points on (e.g. auto or ray://host:10001)")] = None,
 ) -> None:
     """Run a scenario at every point of a parameter grid: one run directory per point under
