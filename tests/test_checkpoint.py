@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import scenarios
-from sim_core.checkpoint import CheckpointError, load_for_resume, read, write
+from sim_core.checkpoint import CheckpointError, Checkpoints, load_for_resume, read, write
 from sim_core.errors import ConfigError
 from sim_core.recorder import read_metrics
 from sim_core.scheduler import Scheduler, SnapshotError
@@ -99,17 +100,66 @@ def _start(out: Path, scenario: str = "network-game", config: dict = GAME, *extr
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "CI": "1"})
 
 
-def _wait_for_checkpoint(proc: subprocess.Popen, out: Path) -> None:
+def _wait_for_checkpoint(proc: subprocess.Popen, out: Path, ready: Callable[[dict], bool] | None = None) -> None:
+    """Until a checkpoint exists (and ``ready(checkpoint)`` holds), the run still going."""
     deadline = time.monotonic() + 600  # start-up on a loaded 2-core machine; not a speed bound
-    while not (out / "checkpoint.npz").exists():
-        assert proc.poll() is None, f"the run ended before its first checkpoint: {proc.communicate()}"
+    while True:
+        assert proc.poll() is None, f"the run ended before the checkpoint awaited: {proc.communicate()}"
         assert time.monotonic() < deadline, "no checkpoint appeared"
+        if (out / "checkpoint.npz").exists():
+            if ready is None:
+                return
+            try:
+                if ready(read(out / "checkpoint.npz")):
+                    return
+            except (CheckpointError, TypeError):  # a checkpoint between batches holds no world
+                pass
         time.sleep(0.01)
+
+
+def _kill_after_checkpoint(out: Path, scenario: str, config: dict, *extra: str, ready=None, wait: float = 0.0) -> None:
+    """Start ``society run`` (a checkpoint every moment), SIGKILL it once a checkpoint exists
+    (and ``ready`` holds; then ``wait`` seconds more), and check it was still running."""
+    proc = _start(out, scenario, config, *extra)
+    _wait_for_checkpoint(proc, out, ready)
+    time.sleep(wait)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
+
+
+class _Killed(Exception):
+    pass
+
+
+def _killed_in_process(monkeypatch: pytest.MonkeyPatch, scenario: str, moment: int, out: Path, config: dict, **kw) -> None:
+    """Run with a checkpoint every moment and die at the end of the moment after ``moment``,
+    before its checkpoint: that moment's rows (and transcript lines) are written, then lost."""
+    save = Checkpoints.save
+
+    def die_after(self, batch, sim, world):
+        if sim is not None and self.saved == moment:
+            raise _Killed
+        save(self, batch, sim, world)
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoints, "save", die_after)
+        with pytest.raises(_Killed):
+            scenarios.run(scenario, seed=SEED, out=out, checkpoint_every=1, config=config, **kw)
 
 
 def _same_rows(run_dir: Path, reference: pd.DataFrame) -> None:
     got = read_metrics(run_dir)
     pd.testing.assert_frame_equal(got.reset_index(drop=True), reference.reset_index(drop=True), check_dtype=False)
+
+
+def _same_run(result, reference, out: Path) -> None:
+    """A resumed run completed from its checkpoint with the reference's headline values
+    (exactly, NaN where it has NaN) and rows."""
+    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
+    for k, v in reference.summary["metrics"].items():
+        np.testing.assert_array_equal(result.summary["metrics"][k]["values"], v["values"], err_msg=k)
+    _same_rows(out, reference.metrics)
 
 
 def test_a_run_killed_mid_moment_resumes_to_the_same_rows(tmp_path: Path, reference: pd.DataFrame) -> None:

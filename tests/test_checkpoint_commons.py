@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import zlib
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
-from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
+from test_checkpoint import SEED, _kill_after_checkpoint, _killed_in_process, _same_run
 from test_scenario_commons import LLM, schema_props, user_text
 
 import scenarios
-from sim_core.checkpoint import Checkpoints, read
+from sim_core.checkpoint import read
 from society.llm.testserver import TestServer
 
 # Greedy and sustainable rule fishers: every lake collapses in month 3 of 6, every episode.
@@ -27,53 +24,22 @@ RULES = {"agents": "rules", "strategies": "greedy:1,sustainable:1", "steps": 6, 
 MIXED = {**RULES, "agents": "mixed", "split": "rules:2,learned:3", "episodes": 20, "learning_rate": 0.5}
 
 
-def _check(result: Any, reference: Any, out: Path) -> None:
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        np.testing.assert_array_equal(result.summary["metrics"][k]["values"], v["values"], err_msg=k)
-    _same_rows(out, reference.metrics)
-
-
 @pytest.mark.parametrize("config", [RULES, MIXED], ids=["rules", "rules+learned"])
 def test_a_killed_commons_run_resumes_to_the_same_rows(tmp_path: Path, config: dict) -> None:
     reference = scenarios.run("commons", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    proc = _start(out, "commons", config, "--replicates", "2")
-    _wait_for_checkpoint(proc, out)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
-    _check(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out)
-
-
-class _Killed(Exception):
-    pass
-
-
-def _killed_after(monkeypatch: pytest.MonkeyPatch, moment: int, out: Path, config: dict, **kw: Any) -> None:
-    """Run with a checkpoint every moment and die at the end of the moment after ``moment``,
-    before its checkpoint: that moment's rows (and transcript lines) are written, then lost."""
-    save = Checkpoints.save
-
-    def die_after(self, batch, sim, world):
-        if sim is not None and self.saved == moment:
-            raise _Killed
-        save(self, batch, sim, world)
-
-    with monkeypatch.context() as m:
-        m.setattr(Checkpoints, "save", die_after)
-        with pytest.raises(_Killed):
-            scenarios.run("commons", seed=SEED, replicates=2, out=out, checkpoint_every=1, config=config, **kw)
+    _kill_after_checkpoint(out, "commons", config, "--replicates", "2")
+    _same_run(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out)
 
 
 def test_killed_after_every_lake_collapsed_the_next_episode_starts_on_time(tmp_path: Path, monkeypatch) -> None:
     config = {**RULES, "episodes": 3}
     reference = scenarios.run("commons", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    _killed_after(monkeypatch, 3, out, config)  # month 3 of episode 1: both lakes collapse
+    _killed_in_process(monkeypatch, "commons", 3, out, config, replicates=2)  # month 3 of episode 1: both lakes collapse
     sched = read(out / "checkpoint.npz")["scheduler"]
     assert sched["now"] == 2.0 and [e["time"] for e in sched["events"]] == [6.0]  # episode 2, month 1
-    _check(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out)
+    _same_run(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out)
 
 
 def chatty_reply(body: dict) -> str:
@@ -96,8 +62,8 @@ def test_talking_llm_fishers_resume_to_the_same_rows_and_messages(tmp_path: Path
         kw = {"llm": LLM, "api_base": srv.url + "/v1"}
         reference = scenarios.run("commons", seed=SEED, replicates=2, out=tmp_path / "ref", config=config, **kw)
         out = tmp_path / "run"
-        _killed_after(monkeypatch, 3, out, config, **kw)
-        _check(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
+        _killed_in_process(monkeypatch, "commons", 3, out, config, **kw, replicates=2)
+        _same_run(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
     finally:
         srv.stop()
     want = (tmp_path / "ref" / "messages.jsonl").read_text()

@@ -4,18 +4,13 @@ policies, selection and REINFORCE steps are part of the checkpoint) and rules wi
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
+from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
 from test_scenario_donor_game import LLM, half_reply
 
 import scenarios
-from sim_core.checkpoint import CheckpointError, read
 from society.llm.testserver import TestServer
 
 # Small worlds (compiling the kernels is most of a test's time), killed after generation 2
@@ -34,17 +29,9 @@ MIXED = {
 CASES = {"rules": (RULES, SEED, 2), "rules+learned": (MIXED, 1, 1)}
 
 
-def _wait_for_generation(proc: subprocess.Popen, out: Path, generations: int) -> None:
-    """Until a checkpoint taken after ``generations`` generations (selection has run) exists."""
-    _wait_for_checkpoint(proc, out)
-    while True:
-        assert proc.poll() is None, f"the run ended before generation {generations}: {proc.communicate()}"
-        try:
-            if read(out / "checkpoint.npz")["world"]["generations_done"] >= generations:
-                return
-        except (CheckpointError, TypeError):  # a checkpoint between batches holds no world
-            pass
-        time.sleep(0.01)
+def _after(generations: int):
+    """A checkpoint taken after ``generations`` generations (selection has run)."""
+    return lambda c: c["world"]["generations_done"] >= generations
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -53,16 +40,9 @@ def test_a_killed_donor_game_resumes_to_the_same_rows(tmp_path: Path, case: str)
     reference = scenarios.run("donor-game", seed=seed, replicates=replicates, write=False, **config)
     out = tmp_path / "run"
     # the last --seed wins (a resume with another seed than the run's is refused below)
-    proc = _start(out, "donor-game", config, "--replicates", str(replicates), "--seed", str(seed))
-    _wait_for_generation(proc, out, 2)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
-    result = scenarios.run("donor-game", seed=seed, replicates=replicates, resume=out, config=config)
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        assert result.summary["metrics"][k]["values"] == v["values"], k
-    _same_rows(out, reference.metrics)
+    extra = ("--replicates", str(replicates), "--seed", str(seed))
+    _kill_after_checkpoint(out, "donor-game", config, *extra, ready=_after(2))
+    _same_run(scenarios.run("donor-game", seed=seed, replicates=replicates, resume=out, config=config), reference, out)
 
 
 # Rules and LLM agents against the test server: the LLM agents' strategies (their personas)
@@ -76,15 +56,8 @@ def test_a_killed_donor_game_with_llm_agents_resumes_to_the_same_rows(tmp_path: 
     try:
         reference = scenarios.run("donor-game", seed=SEED, write=False, **llm, **LLM_MIX)
         out = tmp_path / "run"
-        proc = _start(out, "donor-game", LLM_MIX, "--llm", llm["llm"], "--api-base", llm["api_base"])
-        _wait_for_generation(proc, out, 2)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
+        _kill_after_checkpoint(out, "donor-game", LLM_MIX, "--llm", llm["llm"], "--api-base", llm["api_base"], ready=_after(2))
         result = scenarios.run("donor-game", seed=SEED, resume=out, config=LLM_MIX, **llm)
     finally:
         srv.stop()
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        assert result.summary["metrics"][k]["values"] == v["values"], k
-    _same_rows(out, reference.metrics)  # llm_* accounting rows included
+    _same_run(result, reference, out)  # llm_* accounting rows included

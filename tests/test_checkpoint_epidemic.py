@@ -5,13 +5,10 @@ with their agents)."""
 
 from __future__ import annotations
 
-import json
-import signal
 from pathlib import Path
 
-import numpy as np
 import pytest
-from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
+from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
 
 import scenarios
 from sim_core.checkpoint import read
@@ -49,16 +46,8 @@ def test_a_killed_epidemic_run_resumes_to_the_same_rows(tmp_path: Path, path: st
     # _start lower-cases values: pass the upper-case ones (model=SEIR) as they are
     lower = {k: v for k, v in config.items() if str(v).lower() == str(v)}
     upper = [a for k, v in config.items() if k not in lower for a in ("--set", f"{k}={v}")]
-    proc = _start(out, "epidemic", lower, "--replicates", "2", *upper)
-    _wait_for_checkpoint(proc, out)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
+    _kill_after_checkpoint(out, "epidemic", lower, "--replicates", "2", *upper)
     assert read(out / "checkpoint.npz")["world"] is not None  # killed inside the batch
     reference = scenarios.run("epidemic", seed=SEED, replicates=2, write=False, **config)
     assert len(read_metrics(out)) < len(reference.metrics)
-    result = scenarios.run("epidemic", seed=SEED, replicates=2, resume=out, config=config)
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        np.testing.assert_array_equal(result.summary["metrics"][k]["values"], v["values"], err_msg=k)
-    _same_rows(out, reference.metrics)
+    _same_run(scenarios.run("epidemic", seed=SEED, replicates=2, resume=out, config=config), reference, out)

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import zlib
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
-from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
+from test_checkpoint import SEED, _kill_after_checkpoint, _killed_in_process, _same_run
 from test_scenario_market import LLM, cost_in, user_text
 
 import scenarios
-from sim_core.checkpoint import Checkpoints, read
+from sim_core.checkpoint import read
 from society.llm.testserver import TestServer
 
 # One shape for every case (4 firms, 3 Sybil listings, 20 consumers): compilations are shared.
@@ -31,44 +28,13 @@ CASES = {
 ARRIVALS = {**BASE, "agents": "mixed", "split": "rules:1,learned:1", "arrivals": 3, "steps": 4}
 
 
-def _check(result: Any, reference: Any, out: Path) -> None:
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        np.testing.assert_array_equal(result.summary["metrics"][k]["values"], v["values"], err_msg=k)
-    _same_rows(out, reference.metrics)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_killed_market_run_resumes_to_the_same_rows(tmp_path: Path, case: str) -> None:
     config = CASES[case]
     reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    proc = _start(out, "market", config, "--replicates", "2")
-    _wait_for_checkpoint(proc, out)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
-    _check(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config), reference, out)
-
-
-class _Killed(Exception):
-    pass
-
-
-def _killed_after(monkeypatch: pytest.MonkeyPatch, moment: int, out: Path, config: dict, **kw: Any) -> None:
-    """Run with a checkpoint every moment and die at the end of the moment after ``moment``,
-    before its checkpoint: that moment's rows (and transcript lines) are written, then lost."""
-    save = Checkpoints.save
-
-    def die_after(self, batch, sim, world):
-        if sim is not None and self.saved == moment:
-            raise _Killed
-        save(self, batch, sim, world)
-
-    with monkeypatch.context() as m:
-        m.setattr(Checkpoints, "save", die_after)
-        with pytest.raises(_Killed):
-            scenarios.run("market", seed=SEED, replicates=2, out=out, checkpoint_every=1, config=config, **kw)
+    _kill_after_checkpoint(out, "market", config, "--replicates", "2")
+    _same_run(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config), reference, out)
 
 
 @pytest.mark.parametrize("moment", [1, 3, 5])
@@ -77,10 +43,10 @@ def test_arrivals_resume_from_any_moment_of_a_period(tmp_path: Path, monkeypatch
     arrival events still queued and the arrival draws' generator carry on as they would."""
     reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **ARRIVALS)
     out = tmp_path / "run"
-    _killed_after(monkeypatch, moment, out, ARRIVALS)
+    _killed_in_process(monkeypatch, "market", moment, out, ARRIVALS, replicates=2)
     queued = {e["name"] for e in read(out / "checkpoint.npz")["scheduler"]["events"]}
     assert ("market close" in queued) == (moment != 5)
-    _check(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=ARRIVALS), reference, out)
+    _same_run(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=ARRIVALS), reference, out)
 
 
 def prompt_reply(body: dict) -> str:
@@ -101,7 +67,7 @@ def test_llm_firms_resume_to_the_same_rows(tmp_path: Path, monkeypatch) -> None:
         kw = {"llm": LLM, "api_base": srv.url + "/v1"}
         reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **kw, **config)
         out = tmp_path / "run"
-        _killed_after(monkeypatch, 3, out, config, **kw)
-        _check(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
+        _killed_in_process(monkeypatch, "market", 3, out, config, **kw, replicates=2)
+        _same_run(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
     finally:
         srv.stop()

@@ -7,17 +7,13 @@ rounds they are told of are part of it)."""
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
+from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
 from test_scenario_public_goods import reply
 
 import scenarios
-from sim_core.checkpoint import CheckpointError, read
 from society.llm.testserver import TestServer
 
 # The fused path: 20 chunks of 100 rounds (conditional cooperators carry the last round).
@@ -40,17 +36,9 @@ SANCTIONS = {
 CASES = {"fused rules": (FUSED, 100), "rules+learned, punishment": (SANCTIONS, 10)}
 
 
-def _wait_for_round(proc: subprocess.Popen, out: Path, rounds: int) -> None:
-    """Until a checkpoint taken after ``rounds`` rounds exists (the run still going)."""
-    _wait_for_checkpoint(proc, out)
-    while True:
-        assert proc.poll() is None, f"the run ended before round {rounds}: {proc.communicate()}"
-        try:
-            if read(out / "checkpoint.npz")["world"]["rounds_done"] >= rounds:
-                return
-        except (CheckpointError, TypeError):  # a checkpoint between batches holds no world
-            pass
-        time.sleep(0.01)
+def _after(rounds: int):
+    """A checkpoint taken after ``rounds`` rounds."""
+    return lambda c: c["world"]["rounds_done"] >= rounds
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -58,16 +46,8 @@ def test_a_killed_public_goods_run_resumes_to_the_same_rows(tmp_path: Path, case
     config, rounds = CASES[case]
     reference = scenarios.run("public-goods", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    proc = _start(out, "public-goods", config, "--replicates", "2")
-    _wait_for_round(proc, out, rounds)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
-    result = scenarios.run("public-goods", seed=SEED, replicates=2, resume=out, config=config)
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        assert result.summary["metrics"][k]["values"] == v["values"], k
-    _same_rows(out, reference.metrics)
+    _kill_after_checkpoint(out, "public-goods", config, "--replicates", "2", ready=_after(rounds))
+    _same_run(scenarios.run("public-goods", seed=SEED, replicates=2, resume=out, config=config), reference, out)
 
 
 def _history_reply(body: dict) -> str:
@@ -89,15 +69,8 @@ def test_a_killed_public_goods_run_with_llm_agents_resumes_to_the_same_rows(tmp_
     try:
         reference = scenarios.run("public-goods", seed=SEED, write=False, **llm, **LLM_MIX)
         out = tmp_path / "run"
-        proc = _start(out, "public-goods", LLM_MIX, "--llm", llm["llm"], "--api-base", llm["api_base"])
-        _wait_for_round(proc, out, 5)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
+        _kill_after_checkpoint(out, "public-goods", LLM_MIX, "--llm", llm["llm"], "--api-base", llm["api_base"], ready=_after(5))
         result = scenarios.run("public-goods", seed=SEED, resume=out, config=LLM_MIX, **llm)
     finally:
         srv.stop()
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        assert result.summary["metrics"][k]["values"] == v["values"], k
-    _same_rows(out, reference.metrics)  # llm_* accounting rows included
+    _same_run(result, reference, out)  # llm_* accounting rows included

@@ -5,14 +5,10 @@ and an LLM attempt in flight (llm_latency >= 1) is saved once its replies are in
 
 from __future__ import annotations
 
-import json
-import signal
-import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
-from test_checkpoint import SEED, _same_rows, _start, _wait_for_checkpoint
+from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
 from test_scenario_skill_society import _scripted
 
 import scenarios
@@ -40,17 +36,9 @@ def _kill_and_resume(tmp_path: Path, config: dict, *extra: str, wait: float = 0.
     reference = scenarios.run("skill-society", seed=SEED, out=tmp_path / "ref", config=config, **options)
     out = tmp_path / "run"
     # checkpoints 7 moments apart: the kill lands after store writes the checkpoint lacks
-    proc = _start(out, "skill-society", config, "--checkpoint-every", "7", *extra)
-    _wait_for_checkpoint(proc, out)
-    time.sleep(wait)  # some moments later, with artifacts published after the checkpoint
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
+    _kill_after_checkpoint(out, "skill-society", config, "--checkpoint-every", "7", *extra, wait=wait)
     result = scenarios.run("skill-society", seed=SEED, resume=out, config=config, **options)
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        assert result.summary["metrics"][k]["values"] == pytest.approx(v["values"], nan_ok=True, rel=0, abs=0), k
-    _same_rows(out, reference.metrics)
+    _same_run(result, reference, out)
     pd.testing.assert_frame_equal(_stores(out), _stores(tmp_path / "ref"))
     return reference, result
 
