@@ -61,13 +61,19 @@ async def adrive(
     )
     async with session as client:
         if client is not None and ctx.checkpoints is not None:  # a resumed run counts on
-            ctx.checkpoints.keep("llm_usage", client.usage.state_dict, client.usage.load_state_dict)
+
+            def put_usage(saved: dict[str, Any]) -> None:
+                client.usage.load_state_dict(saved)
+                client.check_budget()
+
+            ctx.checkpoints.keep("llm_usage", client.usage.state_dict, put_usage)
         for reps in ctx.replicate_batches() if batches is None else batches:
             values, last = await batch(reps, client)
             for k, v in values.items():
                 out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
             end = max(end, float(last))
-            if ctx.stop_reason:
+            # (a resumed run whose budget was spent before the kill stops here too)
+            if ctx.stop_reason or budget_reached(client, ctx):
                 break
         if client is not None:
             record_usage(ctx.recorder, client, end, agents_per_replicate=agents_per_replicate)

@@ -4,10 +4,11 @@ policies, selection and REINFORCE steps are part of the checkpoint) and rules wi
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
+from test_checkpoint import SEED, _kill_after_checkpoint, _same_rows, _same_run
 from test_scenario_donor_game import LLM, half_reply
 
 import scenarios
@@ -61,3 +62,24 @@ def test_a_killed_donor_game_with_llm_agents_resumes_to_the_same_rows(tmp_path: 
     finally:
         srv.stop()
     _same_run(result, reference, out)  # llm_* accounting rows included
+
+
+def test_a_run_stopped_by_its_llm_budget_resumes_to_the_same_stop(tmp_path: Path) -> None:
+    """The budget spent is part of the checkpoint: resuming a run that its budget stopped
+    after the first of two batches starts no new batch and asks the model nothing more."""
+    srv = TestServer(reply=half_reply).start_in_thread()
+    run = dict(seed=SEED, replicates=2, batch_replicates=1, llm=LLM, api_base=srv.url + "/v1")
+    config = {**LLM_MIX, "generations": 2, "llm_budget_tokens": 5000}  # ~4000 a generation
+    try:
+        first = scenarios.run("donor-game", out=tmp_path / "run", config=config, **run)
+        asked = srv.requests
+        again = scenarios.run("donor-game", resume=tmp_path / "run", config=config, **run)
+    finally:
+        srv.stop()
+    assert first.summary["status"] == again.summary["status"] == "stopped"
+    assert again.summary["stop_reason"] == first.summary["stop_reason"]
+    assert again.summary["stop_reason"].startswith("LLM budget reached")
+    assert srv.requests == asked  # nothing asked after the resume
+    values = again.summary["metrics"]["mean_resources"]["values"]
+    assert values[0] == first.summary["metrics"]["mean_resources"]["values"][0] and math.isnan(values[1])
+    _same_rows(tmp_path / "run", first.metrics)

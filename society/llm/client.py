@@ -331,7 +331,7 @@ class LLMClient:
         if self._cache is not None:
             self._cache.put_many(new_entries)
         completions = self._account(requests, prepared, outcomes)
-        self._check_budget()
+        self.check_budget()
         if self._liveness is not None and any(
             o.error is not None and failure_kind(o.error) == "connection"
             for o in outcomes.values()
@@ -654,7 +654,8 @@ class LLMClient:
         if cohort is not None:
             usage.by_cohort.setdefault(cohort, dict.fromkeys(LOGICAL_METRICS, 0))[metric] += value
 
-    def _check_budget(self) -> None:
+    def check_budget(self) -> None:
+        """Set ``budget_exhausted`` (and its message) from the usage so far."""
         cfg, total = self.config, self.usage.total
         if cfg.budget_tokens is not None and total["tokens"] >= cfg.budget_tokens:
             self.budget_message = (
