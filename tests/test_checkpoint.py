@@ -204,15 +204,8 @@ COLONY = {"population": 1000, "steps": 10000, "average_from": 5000, "record_ever
 def test_a_killed_division_of_labour_run_resumes_to_the_same_rows(tmp_path: Path) -> None:
     reference = scenarios.run("division-of-labour", seed=SEED, replicates=2, write=False, **COLONY)
     out = tmp_path / "run"
-    proc = _start(out, "division-of-labour", COLONY, "--replicates", "2")
-    _wait_for_checkpoint(proc, out)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running"
-    result = scenarios.run("division-of-labour", seed=SEED, replicates=2, resume=out, config=COLONY)
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    assert result.summary["metrics"]["dol_index"]["values"] == reference.summary["metrics"]["dol_index"]["values"]
-    _same_rows(out, reference.metrics)
+    _kill_after_checkpoint(out, "division-of-labour", COLONY, "--replicates", "2")
+    _same_run(scenarios.run("division-of-labour", seed=SEED, replicates=2, resume=out, config=COLONY), reference, out)
 
 
 # indirect-reciprocity with rule and learned agents: the learned cohort's policies and
@@ -223,17 +216,9 @@ COUNCIL = {"agents": "mixed", "split": "rules:1,learned:1", "population": 60, "s
 def test_a_killed_run_with_learning_agents_resumes_to_the_same_rows(tmp_path: Path) -> None:
     reference = scenarios.run("indirect-reciprocity", seed=SEED, write=False, **COUNCIL)
     out = tmp_path / "run"
-    proc = _start(out, "indirect-reciprocity", COUNCIL)
-    _wait_for_checkpoint(proc, out)
-    time.sleep(0.5)  # some moments later: the learned agents have moved from their start
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
-    result = scenarios.run("indirect-reciprocity", seed=SEED, resume=out, config=COUNCIL)
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        assert result.summary["metrics"][k]["values"] == v["values"], k
-    _same_rows(out, reference.metrics)
+    # some moments after the first checkpoint: the learned agents have moved from their start
+    _kill_after_checkpoint(out, "indirect-reciprocity", COUNCIL, wait=0.5)
+    _same_run(scenarios.run("indirect-reciprocity", seed=SEED, resume=out, config=COUNCIL), reference, out)
 
 
 def test_resume_refuses_what_is_not_a_stopped_run(tmp_path: Path) -> None:
