@@ -185,7 +185,6 @@ class _Batch:
         self.code_stats = np.zeros((reps.size, 2))  # sandboxed runs of code artifacts, failed ones
         self.curves: list[dict] = []  # one entry per checkpoint
         self.counted: np.ndarray | None = None  # attempts at the last checkpoint
-
         self.in_flight: asyncio.Future | None = None  # llm_latency >= 1: the LLM attempt out
 
     def close(self) -> None:
