@@ -286,10 +286,10 @@ def test_graph_epidemic_same_seed_same_run_however_batched():
     # draw is keyed by (replicate, agent id) and a replicate whose epidemic is over stops
     # counting, so the values per replicate must be identical (learned agents included: their
     # kernels are per agent, with no reduction over the batch). Replicate 0's epidemic ends
-    # on day 37 while replicate 1's goes on, so the batched run has covered that case.
+    # on day 36 while replicate 1's goes on, so the batched run has covered that case.
     mix = dict(r0=3.0, steps=40, agents="mixed", split="rules:3,learned:1", **GRAPH)
-    a = scenarios.run("epidemic", seed=7, **mix)
-    b = scenarios.run("epidemic", seed=7, batch_replicates=1, **mix)
+    a = scenarios.run("epidemic", seed=3, **mix)
+    b = scenarios.run("epidemic", seed=3, batch_replicates=1, **mix)
     assert set(a.summary["metrics"]) == set(b.summary["metrics"])
     assert "mean_contact.learned" in a.summary["metrics"]
     for metric in a.summary["metrics"]:

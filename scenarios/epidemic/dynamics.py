@@ -80,15 +80,20 @@ def infection_probability(
 
 
 def step(p: Params, nb: Neighbours | None, key: jax.Array, health, sym, w):
-    """One transmission step of one replicate: (health, sym, newly infected)."""
-    u = jax.random.uniform(key, (4,) + health.shape)
-    new = u[0] < infection_probability(p, nb, health, w)
-    recover = (health == I) & (u[2] < p.p_recover)
+    """One transmission step of one replicate: (health, sym, newly infected).
+
+    An agent is in one compartment, so one uniform per agent decides its one possible
+    move (infection, onset or recovery); a second, independent one its symptoms if it is
+    infected. Two draws of N, not one per kind of move: the draws are most of a small
+    population's step."""
+    k_move, k_sym = jax.random.split(key)
+    u = jax.random.uniform(k_move, health.shape)
+    new = u < infection_probability(p, nb, health, w)
     h = jnp.where(new, E if p.seir else I, health)
-    if p.seir:  # SIR has no exposed agents: skipping the onset lets XLA drop its draws
-        h = jnp.where((health == E) & (u[1] < p.p_onset), I, h)
-    h = jnp.where(recover, R, h).astype(health.dtype)
-    sym = jnp.where(new, u[3] < p.symptomatic, sym)
+    if p.seir:
+        h = jnp.where((health == E) & (u < p.p_onset), I, h)
+    h = jnp.where((health == I) & (u < p.p_recover), R, h).astype(health.dtype)
+    sym = jnp.where(new, jax.random.uniform(k_sym, health.shape) < p.symptomatic, sym)
     return h, sym, new
 
 
