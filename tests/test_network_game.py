@@ -60,17 +60,22 @@ def test_best_neighbour_and_deterministic_fermi_by_hand(table):
 
 @pytest.mark.parametrize("update", ["death-birth", "birth-death", "imitation", "fermi"])
 def test_async_updates_keep_payoffs_in_sync(update):
-    """The incremental payoff bookkeeping equals a full recomputation after many updates."""
-    n = 30
+    """The incremental payoff bookkeeping equals a full recomputation after many updates,
+    in each of 3 replicates updated together (flat arrays, one dummy agent per replicate)."""
+    n, reps = 30, 3
     nb = Neighbours.from_edges(*_ring_with_chords(n), n, table=True)
     r = rules(update=update, game="custom", R=1.3, S=-0.7, T=2.1, P=0.2, self_interaction=True, selection=0.5)
-    s = (jax.random.uniform(jax.random.key(1), (n,)) < 0.5).astype(jnp.int8)
-    sp = jnp.concatenate([s, jnp.zeros(1, jnp.int8)])
-    raw = jnp.concatenate([raw_payoffs(r, nb, s), jnp.zeros(1)])
+    s = (jax.random.uniform(jax.random.key(1), (reps, n)) < 0.5).astype(jnp.int8)
+    pad = jnp.zeros((reps, 1))
+    sp = jnp.concatenate([s, pad.astype(jnp.int8)], axis=1).ravel()
+    raw = jnp.concatenate([jax.vmap(partial(raw_payoffs, r, nb))(s), pad], axis=1).ravel()
     steps = 500
-    xs = (jax.random.uniform(jax.random.key(2), (steps, 3)), jax.random.split(jax.random.key(3), steps))
+    keys = jax.random.split(jax.random.key(3), steps * reps).reshape(steps, reps)
+    xs = (jax.random.uniform(jax.random.key(2), (steps, reps, 3)), keys)
     (sp, raw), _ = jax.lax.scan(partial(_async_update, r, nb), (sp, raw), xs)
-    np.testing.assert_allclose(np.asarray(raw[:n]), np.asarray(raw_payoffs(r, nb, sp[:n])), atol=1e-4)
+    sp, raw = sp.reshape(reps, n + 1)[:, :n], raw.reshape(reps, n + 1)[:, :n]
+    for k in range(reps):
+        np.testing.assert_allclose(np.asarray(raw[k]), np.asarray(raw_payoffs(r, nb, sp[k])), atol=1e-4)
 
 
 def _ring_with_chords(n):
@@ -143,8 +148,11 @@ def test_ohtsuki_2006_b_over_c_greater_than_k_for_death_birth():
         assert lo_ci[1] < 1 / n, (graph, lo, lo_ci)
 
 
-def test_same_seed_same_output_whatever_the_batching():
-    kw = dict(write=False, population=100, steps=20, update="fermi", graph="scale-free", replicates=3)
+@pytest.mark.parametrize("update", ["fermi", "death-birth", "birth-death", "imitation"])
+def test_same_seed_same_output_whatever_the_batching(update):
+    # Asynchronous updates run every replicate of a batch in one flat array: replicate r
+    # must not see another's agents, nor draw another's numbers.
+    kw = dict(write=False, population=100, steps=20, update=update, graph="scale-free", replicates=3)
     def rows(**extra):  # batches record replicate by replicate: compare in a canonical order
         df = scenarios.run("network-game", **kw, **extra).metrics
         return df.sort_values(["replicate", "time", "metric"], kind="stable").reset_index(drop=True)
