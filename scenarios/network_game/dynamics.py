@@ -128,7 +128,7 @@ def _async_update(rules: Rules, nb: Neighbours, carry, xs):
     ``carry`` = (s, raw) flattened to ``(R * (n + 1),)``: replicate r's agents at
     ``r * (n + 1) + i``, then a dummy agent that the table's padding points at. Flat indices
     make each read and write one plain gather or scatter for all replicates: a ``vmap`` of
-    the one-replicate update took 1.7x as long at R = 256 (XLA's batched scatter).
+    the one-replicate update took 1.7x as long at R = 256 (XLA's batched gathers and scatters).
     ``xs`` = (u, key): per replicate three uniforms and, for birth-death, a key.
     """
     s, raw = carry
