@@ -99,8 +99,9 @@ class RunContext:
     batch_replicates: int | None = None  # replicates per vectorised batch (None: all at once)
     stop_reason: str | None = None  # set by a scenario that stopped early (e.g. a budget)
     max_fallback_rate: float = DEFAULT_MAX_FALLBACK_RATE
-    # cohort -> {"decisions", "fallbacks"}: decisions that should have come from a model
-    # call, and how many a stand-in answered because the call failed (count_fallbacks).
+    # cohort -> {"decisions", "fallbacks"[, "degenerate", "degenerate_kinds", "example"]}:
+    # decisions that should have come from a model call, how many a stand-in answered
+    # because the call failed, and how many were valid replies that say nothing (count_fallbacks).
     fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)
     first_failure: str | None = None
     report: dict[str, Any] = field(default_factory=dict)  # extra sections of summary.json
@@ -108,33 +109,57 @@ class RunContext:
     progress: Progress | None = None  # the live channel (progress.json, progress listeners)
 
     def count_fallbacks(
-        self, cohort: str, decisions: int, fallbacks: int, first_failure: str | None = None
+        self,
+        cohort: str,
+        decisions: int,
+        fallbacks: int,
+        first_failure: str | None = None,
+        *,
+        degenerate: Mapping[str, int] | None = None,
+        example: str | None = None,
     ) -> None:
-        """Add to a cohort's decisions and fallbacks (with the first failure's cause). More
-        than ``max_fallback_rate`` fallbacks in any cohort make the run ``degraded``: its
-        numbers describe the stand-in, not the agents."""
+        """Add to a cohort's decisions and fallbacks (with the first failure's cause) and its
+        degenerate replies by kind (with the first one's text). More than
+        ``max_fallback_rate`` of both together in any cohort make the run ``degraded``: its
+        numbers describe the stand-in or a copy machine, not the agents."""
         counts = self.fallbacks.setdefault(cohort, {"decisions": 0, "fallbacks": 0})
         counts["decisions"] += int(decisions)
         counts["fallbacks"] += int(fallbacks)
         if self.first_failure is None and first_failure:
             self.first_failure = first_failure
+        if degenerate:
+            kinds = counts.setdefault("degenerate_kinds", {})
+            for kind, n in degenerate.items():
+                kinds[kind] = kinds.get(kind, 0) + int(n)
+            counts["degenerate"] = counts.get("degenerate", 0) + sum(int(n) for n in degenerate.values())
+            if example is not None and "example" not in counts:
+                counts["example"] = example
 
     def degradation(self) -> list[str]:
-        """One line per cohort whose fallback rate is above ``max_fallback_rate``."""
+        """One line per cohort whose share of fallbacks and degenerate replies is above
+        ``max_fallback_rate``, quoting a degenerate reply when there were some."""
         out = []
         for cohort, c in sorted(self.fallbacks.items()):
-            n, k = c["decisions"], c["fallbacks"]
-            if n > 0 and k / n > self.max_fallback_rate:
-                out.append(
-                    f"cohort '{cohort}': {k} of {n} decisions were fallbacks "
-                    f"({k / n:.0%} > max_fallback_rate {self.max_fallback_rate:g})"
-                )
+            n, k, d = c["decisions"], c["fallbacks"], c.get("degenerate", 0)
+            if n > 0 and (k + d) / n > self.max_fallback_rate:
+                what = f"{k} of {n} decisions were fallbacks"
+                if d:
+                    kinds = ", ".join(f"{kind} {m}" for kind, m in sorted(c["degenerate_kinds"].items()))
+                    what += f" and {d} were degenerate replies ({kinds}), e.g. {c.get('example', '')!r}"
+                share = f"{(k + d) / n:.0%} > max_fallback_rate {self.max_fallback_rate:g}"
+                out.append(one_line(f"cohort '{cohort}': {what} ({share})"))
         return out
 
     def replicate_batches(self) -> list[np.ndarray]:
         """Replicate ids split into the batches a scenario should vmap over."""
         size = self.batch_replicates or self.replicates
         return [np.arange(i, min(i + size, self.replicates)) for i in range(0, self.replicates, size)]
+
+
+def _stand_in_rate(counts: Mapping[str, Any]) -> float:
+    """A cohort's share of decisions that were fallbacks or degenerate replies."""
+    n = counts["decisions"]
+    return (counts["fallbacks"] + counts.get("degenerate", 0)) / n if n else 0.0
 
 
 _current_run: ContextVar[RunContext | None] = ContextVar("sim_core_current_run", default=None)
@@ -412,7 +437,7 @@ def run_scenario(
         summary["stop_reason"] = ctx.stop_reason
     if ctx.fallbacks:
         summary["fallbacks"] = {
-            cohort: {**c, "rate": c["fallbacks"] / c["decisions"] if c["decisions"] else 0.0}
+            cohort: {**c, "rate": _stand_in_rate(c)}
             for cohort, c in sorted(ctx.fallbacks.items())
         }
         summary["max_fallback_rate"] = ctx.max_fallback_rate

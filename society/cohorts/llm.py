@@ -75,6 +75,7 @@ class LLMCohort(Cohort):
         self.personas = self._per_agent(personas, len(self.agents))
         self.memory: list[deque[str]] = [deque(maxlen=memory_size) for _ in range(len(self.agents))]
         self.failures = 0  # requests answered by the fallback
+        self.degenerate = 0  # valid replies that say nothing (society.llm.degenerate)
         self.calls = 0  # moments in which this cohort acted
 
     @staticmethod
@@ -132,6 +133,7 @@ class LLMCohort(Cohort):
         for i, (p, c) in enumerate(zip(pos.tolist(), completions, strict=True)):
             choice = c.parsed if c.parsed is not None else self.fallback
             self.failures += int(not c.ok)
+            self.degenerate += int(c.degenerate is not None)
             actions[i] = self.to_action(choice)
             self.memory[p].append(f"you chose {choice.model_dump_json()}")
         return self.finish(actions, host)
@@ -175,6 +177,7 @@ class LLMCohort(Cohort):
             "personas": list(self.personas),
             "memory": [list(m) for m in self.memory],
             "failures": self.failures,
+            "degenerate": self.degenerate,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -182,6 +185,7 @@ class LLMCohort(Cohort):
         self.personas = list(state["personas"])
         self.memory = [deque(m, maxlen=self.memory_size) for m in state["memory"]]
         self.failures = int(state.get("failures", 0))
+        self.degenerate = int(state.get("degenerate", 0))
 
 
 def _scalar(x: Any) -> Any:

@@ -26,8 +26,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sim_core.errors import RunError
+from sim_core.experiment import current_run
 from society.llm.cache import CacheEntry, ResponseCache, request_key
 from society.llm.config import Endpoint, LLMConfig
+from society.llm.degenerate import RepeatTracker, classify
 from society.llm.transports import FastTransport, LiteLLMTransport, RawReply, TransportError
 
 
@@ -63,11 +65,13 @@ class Completion:
     latency_s: float = 0.0
     budget_stopped: bool = False
     repaired: bool = False
+    degenerate: str | None = None  # a valid reply that says nothing (society.llm.degenerate)
 
 
-# Metrics of the trajectory: identical in a replay. "requests", "failures", "fallbacks" and
-# "budget_stopped" count requests; tokens and cost are shared equally among the requests one
-# call served; "dedupe_saved" counts requests served by a call made for another request.
+# Metrics of the trajectory: identical in a replay. "requests", "failures", "fallbacks",
+# "degenerate" and "budget_stopped" count requests; tokens and cost are shared equally among
+# the requests one call served; "dedupe_saved" counts requests served by a call made for
+# another request.
 LOGICAL_METRICS = (
     "requests",
     "prompts",
@@ -79,6 +83,7 @@ LOGICAL_METRICS = (
     "repairs",
     "failures",
     "fallbacks",
+    "degenerate",
     "budget_stopped",
     "unpriced",
 )
@@ -125,6 +130,11 @@ class Usage:
         # user needs to see when a run's LLM agents mostly fell back.
         self.failure_kinds: dict[str, int] = {}
         self.first_error: str | None = None
+        # Valid replies that say nothing, by kind, and the first one's text (quoted in a
+        # degraded run's reason); ``repeats`` remembers replies to tell "repeated" ones.
+        self.degenerate_kinds: dict[str, int] = {}
+        self.first_degenerate: str | None = None
+        self.repeats = RepeatTracker()
 
     def state_dict(self) -> dict[str, Any]:
         """The counts as plain data: a run checkpoint keeps them, so a resumed run's usage
@@ -133,14 +143,20 @@ class Usage:
             "total": dict(self.total), "by_agent": {a: dict(m) for a, m in self.by_agent.items()},
             "by_cohort": {c: dict(m) for c, m in self.by_cohort.items()},
             "failure_kinds": dict(self.failure_kinds), "first_error": self.first_error,
+            "degenerate_kinds": dict(self.degenerate_kinds), "first_degenerate": self.first_degenerate,
+            "repeats": self.repeats.state_dict(),
         }  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.total.update(state["total"])
         self.by_agent = {int(a): dict(m) for a, m in state["by_agent"].items()}
-        self.by_cohort = {c: dict(m) for c, m in state["by_cohort"].items()}
+        blank = dict.fromkeys(LOGICAL_METRICS, 0)  # a metric added since the checkpoint
+        self.by_cohort = {c: {**blank, **m} for c, m in state["by_cohort"].items()}
         self.failure_kinds = dict(state["failure_kinds"])
         self.first_error = state["first_error"]
+        self.degenerate_kinds = dict(state.get("degenerate_kinds", {}))
+        self.first_degenerate = state.get("first_degenerate")
+        self.repeats.load_state_dict(state.get("repeats", {}))
 
     def add_failure(self, error: str) -> None:
         """Count one failed request by its kind; keep the first message."""
@@ -148,6 +164,12 @@ class Usage:
         self.failure_kinds[kind] = self.failure_kinds.get(kind, 0) + 1
         if self.first_error is None:
             self.first_error = error
+
+    def add_degenerate(self, kind: str, text: str) -> None:
+        """Count one degenerate reply by its kind; keep the first one's text."""
+        self.degenerate_kinds[kind] = self.degenerate_kinds.get(kind, 0) + 1
+        if self.first_degenerate is None:
+            self.first_degenerate = text[:200]
 
     def add(
         self, metric: str, value: float, *, agent: int | None = None, cohort: str | None = None
@@ -171,6 +193,10 @@ class Usage:
         out += [
             {"metric": f"llm_failures.{kind}", "value": float(n)}
             for kind, n in sorted(self.failure_kinds.items())
+        ]
+        out += [
+            {"metric": f"llm_degenerate.{kind}", "value": float(n)}
+            for kind, n in sorted(self.degenerate_kinds.items())
         ]
         for cohort in sorted(self.by_cohort):
             values = self.by_cohort[cohort]
@@ -331,6 +357,7 @@ class LLMClient:
         if self._cache is not None:
             self._cache.put_many(new_entries)
         completions = self._account(requests, prepared, outcomes)
+        self._report_degenerate(requests, completions)
         self.check_budget()
         if self._liveness is not None and any(
             o.error is not None and failure_kind(o.error) == "connection"
@@ -591,6 +618,7 @@ class LLMClient:
         add = self.usage.add
         seen_keys: set[str] = set()
         seen_slots: set[tuple[str, int]] = set()
+        degenerate: dict[tuple[str, int], str | None] = {}
         completions = []
         for r, p in zip(requests, prepared, strict=True):
             slot = (p.key, r.sample)
@@ -624,6 +652,16 @@ class LLMClient:
             ):
                 self._add_shares(metric, value, r.agent, r.cohort)
             ok = o.error is None
+            if ok and slot not in degenerate:  # judged once per reply, in request order
+                seen = self.usage.repeats.see
+                repeated = o.parsed is not None and seen(r.cohort or "", p.key, o.parsed)
+                degenerate[slot] = classify(o.parsed, o.text, r.messages, p.schema) or (
+                    "repeated" if repeated else None
+                )
+            kind = degenerate.get(slot) if ok else None
+            if kind is not None:
+                add("degenerate", 1, **who)
+                self.usage.add_degenerate(kind, o.text)
             if not ok:
                 add("failures", 1, **who)
                 self.usage.add_failure(o.error)
@@ -642,9 +680,29 @@ class LLMClient:
                     cached=o.cached,
                     latency_s=o.latency_s,
                     repaired=o.repairs > 0 and ok,
+                    degenerate=kind,
                 )
             )
         return completions
+
+    @staticmethod
+    def _report_degenerate(requests: Sequence[Request], completions: list[Completion]) -> None:
+        """Degenerate decisions of this moment, per cohort, to the run in progress (if any):
+        they count beside fallbacks towards a ``degraded`` run. Reported as they happen, so
+        a run checkpoint holds them with the usage they came from."""
+        ctx = current_run()
+        if ctx is None:
+            return
+        per_cohort: dict[str, dict[str, int]] = {}
+        example: dict[str, str] = {}
+        for r, c in zip(requests, completions, strict=True):
+            if c.degenerate is not None:
+                cohort = r.cohort or "(no cohort)"
+                kinds = per_cohort.setdefault(cohort, {})
+                kinds[c.degenerate] = kinds.get(c.degenerate, 0) + 1
+                example.setdefault(cohort, c.text[:200])
+        for cohort, kinds in per_cohort.items():
+            ctx.count_fallbacks(cohort, 0, 0, degenerate=kinds, example=example[cohort])
 
     def _add_shares(self, metric: str, value: float, agent: int | None, cohort: str | None):
         """Per-agent and per-cohort shares (the total was charged once per call)."""
@@ -722,4 +780,9 @@ def _parse(text: str, schema: type[BaseModel]) -> tuple[BaseModel | None, str]:
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ())) or "reply"
+        got = first.get("input")
+        # The value quoted back: a bound the server's grammar ignored (llama.cpp's ignores
+        # number bounds) then reads as a number to change, not a format to fix.
+        if first.get("type") != "missing" and isinstance(got, int | float | str) and len(str(got)) <= 60:
+            return None, f"{where}: {first['msg']} (got {json.dumps(got)})"
         return None, f"{where}: {first['msg']}"
