@@ -97,8 +97,8 @@ def system_prompt(
         f"Costs: a full day at home costs you {_points(isolation_cost)} (keeping half your "
         f"contacts costs half as much); catching the disease costs you {_points(infection_cost)}. Aim to "
         "lose as few points as possible over the outbreak, and consider the people around you.\n"
-        'Reply with a JSON object only: {"reason": "<one short sentence>", "contact": <a number '
-        "from 0.0 to 1.0>}."
+        'Reply with a JSON object only, with two fields: "reason" (one short sentence on why) and '
+        '"contact" (your contact level today, a number from 0.0 to 1.0).'
     )
 
 

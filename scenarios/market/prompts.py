@@ -115,7 +115,8 @@ def firm_prompt(
             for p, q, text in rivals
         ]
     lines.append(
-        "What price do you post this period? Reply with JSON: "
-        '{"reason": "...", "price": <number>, "listing": "..."}'
+        "What price do you post this period? Reply with a JSON object with three fields: "
+        '"reason" (one short sentence on why this price), "price" (a number, per unit) and '
+        '"listing" (a one-line listing text for the other firms).'
     )
     return "\n".join(lines)

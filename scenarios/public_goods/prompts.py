@@ -25,22 +25,22 @@ class Punish(BaseModel):
     """Punishment points per other member, in the order shown."""
 
     reason: str = Field(description="one short sentence")
-    punish: list[float] = Field(description="punishment points for member 1, 2, ... (0 = none)")
+    punish: list[float] = Field(description="punishment points for member 1, member 2 and so on (0 = none)")
 
 
 class Reward(BaseModel):
     """Reward points per other member, in the order shown."""
 
     reason: str = Field(description="one short sentence")
-    reward: list[float] = Field(description="reward points for member 1, 2, ... (0 = none)")
+    reward: list[float] = Field(description="reward points for member 1, member 2 and so on (0 = none)")
 
 
 class PunishReward(BaseModel):
     """Punishment and reward points per other member, in the order shown."""
 
     reason: str = Field(description="one short sentence")
-    punish: list[float] = Field(description="punishment points for member 1, 2, ... (0 = none)")
-    reward: list[float] = Field(description="reward points for member 1, 2, ... (0 = none)")
+    punish: list[float] = Field(description="punishment points for member 1, member 2 and so on (0 = none)")
+    reward: list[float] = Field(description="reward points for member 1, member 2 and so on (0 = none)")
 
 
 def sanction_schema(punishment: bool, reward: bool) -> type[BaseModel]:
@@ -168,7 +168,8 @@ def contribution_prompt(
     return (
         f"Round {round_no} of {rounds}. {where}\n{history}\n"
         f"You have {e} tokens. How many do you contribute to the project (0 to {e})? Reply "
-        'with a JSON object: {"reason": "<one short sentence>", "contribution": <number>}.'
+        'with a JSON object with two fields: "reason" (one short sentence on why) and '
+        f'"contribution" (the tokens you put in, a number from 0 to {e}).'
     )
 
 
@@ -181,9 +182,9 @@ def sanction_prompt(
     mean = (mine + sum(others)) / (1 + len(others))
     fields = []
     if punishment:
-        fields.append('"punish": [<points for member 1>, <member 2>, ...]')
+        fields.append(f'"punish" (a list of {len(others)} numbers: your punishment points per member)')
     if reward:
-        fields.append('"reward": [<points for member 1>, <member 2>, ...]')
+        fields.append(f'"reward" (a list of {len(others)} numbers: your reward points per member)')
     what = " and ".join(w for w, on in (("punishment", punishment), ("reward", reward)) if on)
     return (
         f"Round {round_no} of {rounds}, after the contributions. You contributed {num(mine)}. "
@@ -191,5 +192,7 @@ def sanction_prompt(
         f"The group's mean contribution was {num(mean)}. You earned {num(earned)} tokens so "
         f"far this round.\nAssign {what} points to each of the {len(others)} other members, "
         f"0 to {num(max_points)} each (0 = none), one number per member in the order above. "
-        'Reply with a JSON object: {"reason": "<one short sentence>", ' + ", ".join(fields) + "}."
+        'Reply with a JSON object with the fields "reason" (one short sentence on why), '
+        + " and ".join(fields)
+        + "."
     )

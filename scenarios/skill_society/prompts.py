@@ -39,7 +39,7 @@ class Note(BaseModel):
 
 
 class Code(BaseModel):
-    code: str = Field(max_length=2000, description="def solve(x: str) -> str: ...")
+    code: str = Field(max_length=2000, description="Python source of a function solve(x: str) -> str")
 
 
 NO_ANSWER = Answer(answer="")
@@ -59,7 +59,9 @@ def solve_messages(
             quote_for_prompt(a) + (f"\nRunning it on this puzzle: {runs[a.id]}" if a.id in runs else "")
             for a in artifacts
         )
-    user += '\n\nReply as {"answer": "..."}.'
+    # The form of the reply in words, without a placeholder value: a small model copies
+    # {"answer": "..."} (and any example value) instead of solving.
+    user += '\n\nReply with a JSON object whose only field, "answer", holds your output for the new input.'
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -71,11 +73,13 @@ def distil_messages(task: Task, answer: str, correct: bool, kind: str = "note") 
     if kind == "code":
         user += (
             f"Write a Python function solve(x: str) -> str for the domain {task.domain!r} that "
-            'implements the hidden rule, so that others can run it. Reply as {"code": "..."}.'
+            "implements the hidden rule, so that others can run it. Reply with a JSON object whose "
+            'only field, "code", holds the Python source of solve.'
         )
         return [{"role": "system", "content": CODE_SYSTEM}, {"role": "user", "content": user}]
     user += (
         f"Write a note for the domain {task.domain!r} that states the hidden rule, so that "
-        'others can solve new puzzles of this domain. Reply as {"note": "..."}.'
+        "others can solve new puzzles of this domain. Reply with a JSON object whose only "
+        'field, "note", holds the rule in one sentence.'
     )
     return [{"role": "system", "content": DISTIL_SYSTEM}, {"role": "user", "content": user}]
