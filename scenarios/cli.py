@@ -134,6 +134,8 @@ def run_cmd(
     out: Annotated[Path | None, typer.Option(help="run directory (default runs/<scenario>-<time>)")] = None,
     llm: Annotated[str | None, typer.Option(help="litellm model string for LLM agents (default: 'local', the embedded model)")] = None,
     api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="NAME of the environment variable holding the API key for --api-base (the key itself is never written anywhere)")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="LLM calls in flight at once (default: the client's, 256)")] = None,
     max_fallback_rate: Annotated[float, typer.Option("--max-fallback-rate", help="the run is 'degraded' (exit 3) when more than this share of an LLM cohort's decisions were fallbacks for failed calls")] = 0.1,
     accept_degraded: Annotated[bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded (the summary still says so)")] = False,
     checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=0, help="moments between checkpoints (0: only when stopped by Ctrl-C/SIGTERM), for scenarios that keep them")] = 50,
@@ -154,19 +156,47 @@ def run_cmd(
     values.update(parse_set(set_ or []))
     scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
     _check_out(out)
-    from sim_core.progress import console_progress  # a bar only on a terminal, not under CI
+    options = _options(llm=llm, api_base=api_base, api_key_env=api_key_env, concurrency=concurrency)
+    result = _run(
+        scenario, seed=seed, replicates=replicates, out=out, config=values, options=options,
+        max_fallback_rate=max_fallback_rate, checkpoint_every=checkpoint_every,
+    )  # fmt: skip
+    _finish(scenario, result, accept_degraded)
+
+
+def _options(**values: Any) -> dict[str, Any]:
+    """The run options given (as scenarios.run builds them); ``api_key_env`` checked now:
+    a NAME, set in the environment (one line, never echoing a value)."""
+    from society.llm.config import LLMConfig
+
+    options = {k: v for k, v in values.items() if v is not None}
+    if "api_key_env" in options:
+        try:
+            LLMConfig.model_validate({"model": "x", "api_key_env": options["api_key_env"]})
+        except ValueError as exc:
+            reason = exc.errors()[0]["msg"].removeprefix("Value error, ") if hasattr(exc, "errors") else str(exc)
+            raise ConfigError(f"invalid value for '--api-key-env': {reason}") from None
+        name = options["api_key_env"]
+        if not os.environ.get(name):
+            raise ConfigError(f"--api-key-env {name}: the environment variable {name} is not set (or empty); export the API key in it")
+    return options
+
+
+def _run(scenario: str, *, options: dict[str, Any], **kwargs: Any) -> Any:
+    """scenarios.run with every run option (a progress bar on a terminal, plain progress
+    lines in a log)."""
+    from sim_core.experiment import run_scenario
+    from sim_core.progress import console_progress
 
     with console_progress():
-        result = scenarios.run(
-            scenario, seed=seed, replicates=replicates, out=out, config=values, llm=llm, api_base=api_base,
-            max_fallback_rate=max_fallback_rate, checkpoint_every=checkpoint_every,
-        )
-    _finish(scenario, result, accept_degraded)
+        return run_scenario(scenarios.get(scenario), options=options, **kwargs)
 
 
 def _finish(scenario: str, result: Any, accept_degraded: bool = False) -> None:
     """Print the summary; exit 130 when interrupted, 3 when degraded (unless accepted)."""
     _print_summary(scenario, result)
+    for name in result.summary.get("missing_headline", []):
+        print(f"warning: headline metric '{name}' was declared by the scenario but its run returned no values", file=sys.stderr)
     if result.summary.get("interrupted"):
         raise typer.Exit(EXIT_INTERRUPTED)
     if _report_failures(result.summary) and not accept_degraded:
@@ -182,21 +212,33 @@ def _study_of(summary: dict) -> str:
 @app.command("resume")
 def resume_cmd(
     run_dir: Annotated[Path, typer.Argument(help="the directory of a stopped or killed run")],
-    api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL, if the run used one")] = None,
-    checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=0, help="moments between checkpoints from here on")] = 50,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL (default: the run's)")] = None,
+    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="NAME of the environment variable holding the API key (default: the run's)")] = None,
+    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="LLM calls in flight at once (default: the run's)")] = None,
+    checkpoint_every: Annotated[int | None, typer.Option("--checkpoint-every", min=0, help="moments between checkpoints from here on (default: the run's)")] = None,
     accept_degraded: Annotated[bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded")] = False,
 ) -> None:
     """Continue a run that was stopped (Ctrl-C, SIGTERM, a budget) or killed, in its own
-    directory, from its last checkpoint; rows after that checkpoint are written again, so
-    metrics.parquet ends as an uninterrupted run's would. A scenario that keeps no
-    checkpoints runs again from the start. Example: society resume runs/network-game-20261203-081500-s1"""
+    directory, from its last checkpoint, with the run's own options (model, server, key
+    variable, concurrency, checkpoint interval) unless given again; rows after that
+    checkpoint are written again, so metrics.parquet ends as an uninterrupted run's would.
+    Without a checkpoint the run starts again from the start, from clean state (it says so).
+    Example: society resume runs/network-game-20261203-081500-s1"""
+    from sim_core.checkpoint import FILE
     from sim_core.report import load_run
 
     summary = load_run(run_dir)
-    result = scenarios.run(
+    recorded = summary.get("options") or {}
+    given = {"api_base": api_base, "api_key_env": api_key_env, "concurrency": concurrency}
+    keys = ("llm", "api_base", "api_key_env", "concurrency")
+    options = _options(**{k: given.get(k) if given.get(k) is not None else recorded.get(k) for k in keys})
+    every = checkpoint_every if checkpoint_every is not None else recorded.get("checkpoint_every", 50)
+    if summary.get("status") not in ("completed", "degraded") and not (run_dir / FILE).exists():
+        print(f"resume: no checkpoint in {run_dir}: the run starts again from the start, from clean state", file=sys.stderr)
+    result = _run(
         _study_of(summary), seed=summary["seed"], replicates=summary.get("replicates", 1),
-        config=summary["config"], llm=summary.get("options", {}).get("llm"), api_base=api_base,
-        batch_replicates=summary.get("batch_replicates"), resume=run_dir, checkpoint_every=checkpoint_every,
+        config=summary["config"], options=options, batch_replicates=summary.get("batch_replicates"),
+        resume=run_dir, checkpoint_every=every,
     )  # fmt: skip
     _finish(summary["scenario"], result, accept_degraded)
 
@@ -220,10 +262,12 @@ def replay_cmd(
     summary = load_run(run_dir)
     _check_out(out)
     cache = run_dir / "llm-cache.sqlite"
-    result = scenarios.run(
+    if summary.get("llm") and not cache.is_file():  # the run called a model: its replies are needed
+        raise ConfigError(f"replay: the run's LLM cache {cache} is missing; a replay answers only from it and never calls a model")
+    options = {"llm": (summary.get("options") or {}).get("llm"), "replay": cache}  # never a server or a key
+    result = _run(
         _study_of(summary), seed=summary["seed"], replicates=summary.get("replicates", 1), out=out,
-        config=summary["config"], llm=summary.get("options", {}).get("llm"),
-        replay=cache if cache.exists() else None,
+        config=summary["config"], options={k: v for k, v in options.items() if v is not None},
     )  # fmt: skip
     _print_summary(summary["scenario"], result)
     if _report_failures(result.summary):
@@ -266,6 +310,11 @@ def report_cmd(
     """
     from sim_core.report import write_report
 
+    if out is not None:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"invalid value for '--out': its directory cannot be made ({exc.strerror or exc}) (got '{out}')") from None
     print(f"report: {write_report(run_dirs, out)}")
 
 
@@ -404,6 +453,8 @@ def _print_summary(scenario: str, result: Any) -> None:
             f"{llm['fallbacks']} answered by the fallback",
             markup=False,
         )
+    if llm and llm.get("retries"):
+        console.print(f"LLM calls retried: {llm['retries']} (429, 5xx, timeouts...)", markup=False)
     if s.get("stop_reason"):
         console.print(f"stopped early: {s['stop_reason']}", markup=False)
     console.print(f"status: {s['status']}")

@@ -13,7 +13,9 @@ import functools
 import importlib.metadata
 import json
 import math
+import os
 import platform
+import shutil
 import signal
 import sys
 import threading
@@ -31,7 +33,7 @@ import pydantic
 
 from sim_core.checkpoint import FILE as CHECKPOINT_FILE
 from sim_core.checkpoint import Checkpoints, Interrupted, load_for_resume
-from sim_core.errors import ConfigError
+from sim_core.errors import ConfigError, RunError
 from sim_core.progress import Progress
 from sim_core.recorder import Recorder
 from sim_core.rng import RNG
@@ -47,6 +49,14 @@ live readers (``society serve``) see them while it runs."""
 DEFAULT_MAX_FALLBACK_RATE = 0.1
 """A run is ``degraded`` when more than this share of one cohort's decisions were fallbacks."""
 
+RECORDED_OPTIONS = ("llm", "api_base", "api_key_env", "concurrency")
+"""Run options that shape results, kept in summary.json so `society resume` restores them.
+``api_key_env`` is the NAME of the variable holding a key, never the key."""
+
+BYTES_PER_AGENT = 200
+"""Coarse memory per agent per replicate held at once (a 1e7-agent network-game peaks near
+2 GiB); a scenario whose agents are heavier sets its own ``bytes_per_agent``."""
+
 VERSIONED_PACKAGES = ("society-sim", "jax", "jaxlib", "numpy", "networkx", "mesa", "litellm", "pydantic")
 
 
@@ -61,6 +71,10 @@ class Scenario:
     # then SIGINT/SIGTERM stop it cleanly at a moment's end and `society resume` continues it.
     # Other scenarios resume by running again from the start with the same seed.
     checkpointing: ClassVar[bool] = False
+    # Bounds of headline metrics (lowest, highest possible): their intervals are clipped to
+    # them. Names ending in "fraction" or "_rate" are taken as in [0, 1] unless named here.
+    bounds: ClassVar[dict[str, tuple[float, float]]] = {}
+    bytes_per_agent: ClassVar[int] = BYTES_PER_AGENT
 
     @classmethod
     def description(cls) -> str:
@@ -80,6 +94,14 @@ class Scenario:
         if isinstance(steps, int):
             return float(steps), "steps"
         return None
+
+    def memory_estimate(self, config: Any, replicates: int) -> tuple[int, str] | None:
+        """Bytes a run needs at once and the parameter that sets them (None: no estimate).
+        By default ``bytes_per_agent`` x ``population`` x the replicates held together."""
+        population = getattr(config, "population", None)
+        if not isinstance(population, int) or isinstance(population, bool):
+            return None
+        return self.bytes_per_agent * population * replicates, f"population={population}"
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: Any) -> list[Path]:
         """Write PNGs; by default, each recorded metric's mean over replicates against time."""
@@ -276,6 +298,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+RESUMED_FROM_START = "from the start (no checkpoint)"
+
 MAX_SEED = 2**32 - 1  # jax keys take 32 bits: larger seeds would repeat smaller ones
 MAX_REPLICATES = 2**31 - 1  # numpy and jax index replicates with int32/int64 arrays
 
@@ -286,7 +310,9 @@ def _new_run_dir(out: str | Path | None, name: str, seed: int) -> Path:
         if path.exists() and not path.is_dir():
             raise ConfigError(f"output directory '{path}' is a file; choose a new --out")
         if path.exists() and any(path.iterdir()):
-            raise ConfigError(f"output directory '{path}' exists and is not empty; choose a new --out")
+            if not _failed_before_any_row(path):
+                raise ConfigError(f"output directory '{path}' exists and is not empty; choose a new --out")
+            _clear(path, keep=())  # a run that failed before its first row: run it again here
     else:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         path = Path("runs") / f"{name}-{stamp}-s{seed}"
@@ -299,6 +325,63 @@ def _new_run_dir(out: str | Path | None, name: str, seed: int) -> Path:
     except OSError as exc:
         raise ConfigError(f"output directory '{path}' cannot be made ({exc.strerror})") from None
     return path
+
+
+def _failed_before_any_row(path: Path) -> bool:
+    """True for the directory of a run that failed before recording a row (e.g. a bad
+    edge-list file): it holds nothing worth keeping, so the same command may run again."""
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    rows = summary.get("rows_recorded") if isinstance(summary, dict) else None
+    return summary.get("status") == "failed" and rows == 0 and not any((path / "metrics.parquet").glob("*.parquet"))
+
+
+def _clear(path: Path, keep: tuple[str, ...]) -> list[str]:
+    """Remove everything in ``path`` but the names matching a pattern in ``keep``; return
+    the names removed."""
+    removed = []
+    for item in sorted(path.iterdir()):
+        if any(item.match(pattern) for pattern in keep):
+            continue
+        shutil.rmtree(item) if item.is_dir() and not item.is_symlink() else item.unlink()
+        removed.append(item.name)
+    return removed
+
+
+def machine_memory() -> int | None:
+    """Physical memory of this machine in bytes (None when the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3g} GiB"
+
+
+def check_memory(scenario: Scenario, cfg: Any, replicates: int, batch_replicates: int | None) -> None:
+    """A one-line ConfigError, before anything runs, when the scenario's memory estimate for
+    the replicates held at once is larger than this machine's memory."""
+    together = min(batch_replicates or replicates, replicates)
+    estimate = scenario.memory_estimate(cfg, together)
+    total = machine_memory()
+    if estimate is None or total is None or estimate[0] <= total:
+        return
+    need, what = estimate
+    raise ConfigError(
+        f"{what} with {together} replicate(s) at once needs about {_gib(need)} of memory, more than "
+        f"this machine's {_gib(total)}; lower it, or hold fewer replicates at once (batch_replicates)"
+    )
 
 
 def run_scenario(
@@ -351,6 +434,7 @@ def run_scenario(
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
         raise ConfigError(f"invalid value for 'checkpoint_every': must be an integer >= 0 (got {checkpoint_every!r})")
     cfg = validate_config(scenario.Config, values)
+    check_memory(scenario, cfg, replicates, batch_replicates)
     identity = {
         "scenario": scenario.name, "config": cfg.model_dump(mode="json"), "seed": seed,
         "replicates": replicates, "batch_replicates": batch_replicates,
@@ -392,13 +476,16 @@ def run_scenario(
         "seed": seed,
         "replicates": replicates,
         "versions": versions(),
-        # what a replay needs besides the config: the LLM model (never a key or a URL)
-        "options": {k: v for k, v in (options or {}).items() if k == "llm"},
+        # what resume and replay need besides the config (a key's variable name, never a key)
+        "options": {
+            **{k: v for k, v in (options or {}).items() if k in RECORDED_OPTIONS},
+            "checkpoint_every": checkpoint_every,
+        },
         "status": "running",
         "metrics": {},
     }
     if resume is not None:
-        summary["resumed"] = "from a checkpoint" if resumed is not None else "from the start (no checkpoint)"
+        summary["resumed"] = "from a checkpoint" if resumed is not None else RESUMED_FROM_START
     summary["batch_replicates"] = batch_replicates
     _write_summary(run_dir, summary)  # a run that is killed still names its scenario and config
     started = time.perf_counter()
@@ -419,7 +506,7 @@ def run_scenario(
         return RunResult(summary=summary, metrics=recorder.frame(), run_dir=run_dir)
     except BaseException as exc:
         recorder.close()  # keep every row recorded before the failure
-        summary.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        summary.update(status="failed", error=f"{type(exc).__name__}: {exc}", rows_recorded=recorder.rows_written)
         summary["wall_time_s"] = round(time.perf_counter() - started, 3)
         _write_summary(run_dir, summary)
         raise
@@ -429,6 +516,15 @@ def run_scenario(
         if restore_signals is not None:
             restore_signals()
     recorder.close()
+    # Everything is computed and written before the checkpoint goes: a kill at any instant
+    # leaves either a resumable checkpoint or a finished summary.
+    try:
+        metrics = _headline_summaries(scenario, headline, replicates)
+    except RunError as exc:
+        summary.update(status="failed", error=str(exc), rows_recorded=recorder.rows_written)
+        _write_summary(run_dir, summary)
+        progress.stop("failed")
+        raise
     degraded = ctx.degradation()
     summary["status"] = "degraded" if degraded else "stopped" if ctx.stop_reason else "completed"
     if degraded:
@@ -443,21 +539,55 @@ def run_scenario(
         summary["max_fallback_rate"] = ctx.max_fallback_rate
     if ctx.first_failure:
         summary["first_failure"] = ctx.first_failure
-    if summary["status"] != "stopped":
-        ctx.checkpoints.remove()  # finished: nothing is left to resume
     summary.update(ctx.report)
-    summary["wall_time_s"] = round(time.perf_counter() - started, 3)
-    for name, vals in headline.items():
-        vals = np.asarray(vals, dtype=float).ravel()
-        if vals.size != replicates:
-            raise RuntimeError(f"scenario {scenario.name} returned {vals.size} values of '{name}' for {replicates} replicates")
-        summary["metrics"][name] = summarize(vals)
+    summary["metrics"] = metrics
+    missing = [m for m in scenario.headline if m not in metrics]
+    if missing:
+        summary["missing_headline"] = missing
     frame = recorder.frame()
     if run_dir is not None:
         scenario.plot(frame, run_dir / "plots", cfg)
+    summary["wall_time_s"] = round(time.perf_counter() - started, 3)
     _write_summary(run_dir, summary)
+    if summary["status"] != "stopped":
+        ctx.checkpoints.remove()  # finished and recorded: nothing is left to resume
     progress.stop(summary["status"])  # progress.json ends with the final status
     return RunResult(summary=summary, metrics=frame, run_dir=run_dir)
+
+
+def _headline_summaries(scenario: Scenario, headline: Any, replicates: int) -> dict[str, dict]:
+    """Each returned headline metric's mean and interval (clipped to its declared bounds);
+    a RunError (one line) when the scenario returned something else than one value per
+    replicate of each."""
+    if not isinstance(headline, Mapping):
+        raise RunError(
+            f"scenario {scenario.name} returned {type(headline).__name__} from run(); "
+            "expected a mapping of headline metric -> one value per replicate"
+        )
+    out = {}
+    for name, vals in headline.items():
+        try:
+            vals = np.asarray(vals, dtype=float).ravel()
+        except (TypeError, ValueError):
+            raise RunError(f"scenario {scenario.name} returned non-numeric values of '{name}'") from None
+        if vals.size != replicates:
+            raise RunError(
+                f"scenario {scenario.name} returned {vals.size} values of '{name}' for {replicates} "
+                f"replicate(s); run() must return one value per replicate"
+            )
+        out[name] = summarize(vals, bounds=_bounds(scenario, name, vals))
+    return out
+
+
+def _bounds(scenario: Scenario, name: str, vals: np.ndarray) -> tuple[float, float] | None:
+    """A headline metric's declared bounds; else [0, 1] for a ``*fraction`` or ``*_rate``
+    whose values all lie in it (a rate outside [0, 1] is no fraction and is left alone)."""
+    if name in scenario.bounds:
+        return scenario.bounds[name]
+    finite = vals[np.isfinite(vals)]
+    if name.endswith(("fraction", "_rate")) and ((finite >= 0) & (finite <= 1)).all():
+        return (0.0, 1.0)
+    return None
 
 
 def _prepare_resume(run_dir: Path, identity: dict[str, Any], checkpointing: bool) -> dict[str, Any] | None:
@@ -477,8 +607,9 @@ def _prepare_resume(run_dir: Path, identity: dict[str, Any], checkpointing: bool
             diff = sorted(k for k in identity if doc["run"].get(k) != identity[k])
             raise ConfigError(f"checkpoint in '{run_dir}' belongs to another run (differs in: {', '.join(diff)})")
         return doc
-    for part in (run_dir / "metrics.parquet").glob("*.parquet"):
-        part.unlink()  # no checkpoint: every row is written again
+    # No checkpoint: the run starts again from clean state (rows, artifact stores, plots...);
+    # only the LLM cache stays, its replies keyed by exactly what was asked.
+    _clear(run_dir, keep=("summary.json", "llm-cache.sqlite*"))
     return None
 
 

@@ -24,6 +24,8 @@ from typing import Any
 
 PROGRESS_FILE = "progress.json"
 INTERVAL_S = 1.0
+PLAIN_EVERY_S = 30.0
+"""Seconds between plain progress lines when output is not a terminal (a log, CI, nohup)."""
 
 _listeners: list[Callable[[dict[str, Any]], None]] = []
 
@@ -200,17 +202,52 @@ def _dur(s: float | None) -> str:
     return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min" if s < 5400 else f"{s / 3600:.1f} h"
 
 
+def plain_line(snap: dict[str, Any]) -> str:
+    """A progress line for a log: moments done of the total, rate, ETA, and :func:`describe`."""
+    done, total, unit = snap.get("done") or 0, snap.get("total"), snap.get("unit", "moments")
+    elapsed = snap.get("elapsed_s") or 0
+    parts = [
+        f"{done:g}/{total:g} {unit} ({100 * done / total:.0f}%)" if total else f"{done:g} {unit}"
+    ]
+    if elapsed > 0:
+        parts.append(f"{done / elapsed:.3g} {unit}/s")
+    return f"progress: {snap.get('scenario') or 'run'} " + " · ".join([*parts, describe(snap)])
+
+
+@contextmanager
+def plain_progress(every_s: float = PLAIN_EVERY_S, stream: Any = None) -> Iterator[None]:
+    """One plain line (:func:`plain_line`) every ``every_s`` seconds of a run started inside,
+    for output that is not a terminal: a batch job's log shows that the run is alive."""
+    import sys
+
+    last = [time.monotonic()]
+    lock = threading.Lock()
+
+    def show(snap: dict[str, Any]) -> None:
+        now = time.monotonic()
+        with lock:
+            if snap.get("status") != "running" or now - last[0] < every_s:
+                return
+            last[0] = now
+        print(plain_line(snap), file=stream or sys.stdout, flush=True)
+
+    with listening(show):
+        yield
+
+
 @contextmanager
 def console_progress(enabled: bool | None = None) -> Iterator[None]:
     """A rich progress bar of the runs started inside (``society run``): moments done of the
     total, LLM calls in flight and done, tokens, cost, ETA. By default only when stdout is a
-    terminal and the environment variable CI is unset."""
+    terminal and the environment variable CI is unset; otherwise plain lines at a steady
+    interval (:func:`plain_progress`)."""
     import sys
 
     if enabled is None:
         enabled = sys.stdout.isatty() and not os.environ.get("CI")
     if not enabled:
-        yield
+        with plain_progress():
+            yield
         return
     from rich.progress import BarColumn, TextColumn
     from rich.progress import Progress as Bar

@@ -23,12 +23,14 @@ def t_quantile_975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.959964
 
 
-def summarize(values: Sequence[float] | np.ndarray) -> dict:
+def summarize(values: Sequence[float] | np.ndarray, bounds: tuple[float, float] | None = None) -> dict:
     """Mean and 95% t-interval over replicates: ``{"mean", "ci95": [lo, hi], "values"}``.
 
     The interval is mean +- t_{0.975, n-1} * sd / sqrt(n) (Student's t). With one replicate
     the interval is the single value itself (no spread can be estimated); NaN values are
     kept in ``values`` and ignored in the mean and interval. An empty input is an error.
+    ``bounds`` (lowest, highest possible value, e.g. (0, 1) for a fraction) clip the
+    interval: with few replicates t is large, and a fraction's interval must not leave [0, 1].
     """
     vals = np.asarray(values, dtype=float).ravel()
     if vals.size == 0:
@@ -42,4 +44,9 @@ def summarize(values: Sequence[float] | np.ndarray) -> dict:
         mean = float(finite.mean())
         half = t_quantile_975(finite.size - 1) * float(finite.std(ddof=1)) / math.sqrt(finite.size)
         lo, hi = mean - half, mean + half
+    if bounds is not None and finite.size > 1:
+        low, high = bounds
+        if not low <= high:
+            raise ValueError(f"bounds must be (low, high) with low <= high, got {bounds!r}")
+        lo, hi = max(lo, low), min(hi, high)
     return {"mean": mean, "ci95": [lo, hi], "values": [float(v) for v in vals]}

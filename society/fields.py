@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from society.mix import parse_weights
@@ -114,6 +114,11 @@ class StudyConfig(BaseModel):
         return values
 
 
+MAX_POPULATION = 10**9
+"""Agents in one run at most: agent ids are int32 arrays, and a billion agents already need
+hundreds of GiB (sim_core.experiment checks the memory estimate against the machine)."""
+
+
 class PopulationFields(StudyConfig):
     """Who the agents are and how many."""
 
@@ -126,6 +131,15 @@ class PopulationFields(StudyConfig):
         "(counts by largest remainder); ignored otherwise",
     )
     population: int = Field(100, ge=2, description="number of agents N")
+
+    @field_validator("population", check_fields=False)
+    @classmethod
+    def _population_bound(cls, value: int) -> int:
+        # Also for a scenario that declares its own `population` (a field validator of a base
+        # applies to the field it names); memory is checked against the machine before a run.
+        if isinstance(value, int) and value > MAX_POPULATION:
+            raise ValueError(f"must be at most {MAX_POPULATION:,} agents")
+        return value
 
     @model_validator(mode="after")
     def _mixed_needs_split(self) -> PopulationFields:

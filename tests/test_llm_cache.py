@@ -137,8 +137,9 @@ async def test_stored_failures_are_retried_outside_replay(tmp_path):
 async def test_the_api_key_is_sent_but_never_written(path, tmp_path, monkeypatch):
     monkeypatch.setenv("SOCIETY_TEST_KEY", SECRET)
     cache = tmp_path / "c.sqlite"
-    # "401" quotes the refused key back in its error message, which the client then stores.
-    async with TestServer(reply=reply, faults=FaultPlan(script=("500", "401"))) as srv:
+    # "400-key" quotes the refused key back in its error message, which the client then stores
+    # (a 401 stops the run instead: transports.AuthError).
+    async with TestServer(reply=reply, faults=FaultPlan(script=("500", "400-key"))) as srv:
         config = LLMConfig(
             model="openai/test-model",
             api_base=srv.url + "/v1",
@@ -153,7 +154,7 @@ async def test_the_api_key_is_sent_but_never_written(path, tmp_path, monkeypatch
             shown = repr(client)
     assert set(srv.authorizations) == {f"Bearer {SECRET}"}  # the server got the key
     failed = [c for c in completions if not c.ok]
-    assert failed and all("401" in c.error and "[api key]" in c.error for c in failed)
+    assert failed and all("400" in c.error and "[api key]" in c.error for c in failed)
     on_disk = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     assert len(on_disk) > 0 and SECRET.encode() not in on_disk
     for text in (shown, repr(config), config.model_dump_json(), repr(rows), repr(completions)):

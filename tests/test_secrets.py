@@ -1,7 +1,8 @@
 """API keys are read only from the environment and never written anywhere: not in the run
 directory (summary.json, metrics parts, the LLM cache, artifact stores, plots), not on stdout
 or stderr, not in logs, even when the server refuses the key and quotes it back (FaultPlan
-kind "401"), against a real test server on 127.0.0.1.
+kind "400-key"; a 401 stops the run at once, see test_run_lifecycle), against a real test
+server on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ def fake_key(monkeypatch):
 
 # -- the CLI, in a subprocess that inherits the key ---------------------------------------------
 def test_a_cli_run_against_a_refusing_server_writes_the_key_nowhere(fake_key, tmp_path):
-    # Some calls are refused with 401 (which quotes back whatever key the request carried);
+    # Some calls are refused with 400 quoting back the key the request carried (--api-key-env);
     # the rest are answered. The run is degraded by the refusals; --accept-degraded exits 0.
-    plan = FaultPlan(rate=0.3, kinds=("401",), seed=1)
+    plan = FaultPlan(rate=0.3, kinds=("400-key",), seed=1)
     srv = TestServer(reply='{"answer": "x", "note": "y"}', faults=plan).start_in_thread()
     out = tmp_path / "run"
     try:
@@ -79,16 +80,17 @@ def test_a_cli_run_against_a_refusing_server_writes_the_key_nowhere(fake_key, tm
             [sys.executable, "-m", "scenarios.cli", "run", "skill-society", "--set", "agents=llm",
              "--set", "population=4", "--set", "degree=2", "--set", "steps=2", "--set", "eval_every=2",
              "--set", "llm_eval_tasks=1", "--llm", "openai/test-model", "--api-base", srv.url + "/v1",
-             "--out", str(out), "--accept-degraded"],
+             "--api-key-env", "OPENAI_API_KEY", "--out", str(out), "--accept-degraded"],
             capture_output=True, text=True,
         )  # fmt: skip
     finally:
         srv.stop()
     assert res.returncode == 0, res.stderr
-    assert srv.faults_injected["401"] > 0
+    assert srv.faults_injected["400-key"] > 0 and set(srv.authorizations) == {f"Bearer {KEY}"}
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["llm"]["failure_kinds"].get("http_401", 0) > 0
-    assert "http_401" in res.stderr  # the refusals were reported...
+    assert summary["llm"]["failure_kinds"].get("http_400", 0) > 0
+    assert summary["options"]["api_key_env"] == "OPENAI_API_KEY"  # the name, not the key
+    assert "http_400" in res.stderr  # the refusals were reported...
     scanned = assert_key_nowhere(out, res.stdout, res.stderr)  # ...without the key
     for name in ("summary.json", "llm-cache.sqlite", "artifacts-r0.sqlite"):
         assert name in scanned
@@ -97,9 +99,9 @@ def test_a_cli_run_against_a_refusing_server_writes_the_key_nowhere(fake_key, tm
 
 
 # -- scenarios.run, with a study whose model server needs the key --------------------------------
-# Built-in scenarios send no key to a server named with --api-base; this study asks for
-# OPENAI_API_KEY (open_client's api_key_env), so the server receives the key and its 401
-# quotes it back into the error that reaches the cache, the summary and the output.
+# This study asks for OPENAI_API_KEY (open_client's api_key_env), so the server receives the
+# key and its 400 quotes it back into the error that reaches the cache, the summary and the
+# output.
 class _Ask(BaseModel):
     answer: str
 
@@ -145,7 +147,7 @@ def test_a_run_whose_server_quotes_the_key_back_writes_it_nowhere(
     path, fake_key, tmp_path, capfd, caplog
 ):
     caplog.set_level(logging.WARNING)
-    srv = TestServer(faults=FaultPlan(script=("401", "401", "401"))).start_in_thread()
+    srv = TestServer(faults=FaultPlan(script=("400-key",) * 3)).start_in_thread()
     try:
         res = scenarios.run(
             _Keyed, out=tmp_path / "run", llm="openai/test-model", api_base=srv.url + "/v1",
@@ -154,12 +156,12 @@ def test_a_run_whose_server_quotes_the_key_back_writes_it_nowhere(
     finally:
         srv.stop()
     assert set(srv.authorizations) == {f"Bearer {KEY}"}  # the key was sent, from the environment
-    assert srv.faults_injected["401"] == 3
+    assert srv.faults_injected["400-key"] == 3
     s = res.summary
     assert s["status"] == "completed" and s["metrics"]["answered"]["mean"] == 12 - 3
-    assert s["llm"]["failure_kinds"] == {"http_401": 3}
+    assert s["llm"]["failure_kinds"] == {"http_400": 3}
     # The server's message quoted the key; the client replaced it before anything kept it.
-    assert s["first_failure"].startswith("HTTP 401") and "[api key]" in s["first_failure"]
+    assert s["first_failure"].startswith("HTTP 400") and "[api key]" in s["first_failure"]
     captured = capfd.readouterr()
     scanned = assert_key_nowhere(
         res.run_dir, captured.out, captured.err, caplog.text, json.dumps(s),
@@ -181,7 +183,7 @@ LONG_KEY = "sk-test-FAKE-" + "0123456789abcdef" * 18  # 301 characters, like a J
 @pytest.mark.parametrize("path", ["fast", "litellm"])
 async def test_a_long_key_cut_short_in_the_quote_is_scrubbed_too(path, tmp_path, monkeypatch):
     monkeypatch.setenv("SOCIETY_LONG_KEY", LONG_KEY)
-    async with TestServer(faults=FaultPlan(script=("401",))) as srv:
+    async with TestServer(faults=FaultPlan(script=("400-key",))) as srv:
         config = LLMConfig(
             model="openai/test-model", api_base=srv.url + "/v1", api_key_env="SOCIETY_LONG_KEY",
             fast_path=path == "fast", cache_path=tmp_path / "llm-cache.sqlite",
@@ -190,5 +192,5 @@ async def test_a_long_key_cut_short_in_the_quote_is_scrubbed_too(path, tmp_path,
             out = await client.complete([{"role": "user", "content": "hi"}], agent=0)
     assert srv.authorizations == [f"Bearer {LONG_KEY}"]
     # The quote was cut inside the key; what was left of it is gone as well.
-    assert not out.ok and out.error.startswith("HTTP 401") and out.error.endswith("[api key]")
+    assert not out.ok and out.error.startswith("HTTP 400") and out.error.endswith("[api key]")
     assert_key_nowhere(tmp_path, out.error, client.usage.first_error, repr(out))

@@ -456,6 +456,10 @@ class DonorGame(Scenario):
     labels = {"agent": int, "cohort": str}
     checkpointing = True  # world, generation so far, halves' generators, population, queue
 
+    def horizon(self, config: DonorGameConfig) -> tuple[float, str] | None:
+        """Generations: rows are recorded once per generation (time = generation)."""
+        return float(config.generations), "generations"
+
     def run(self, cfg: DonorGameConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
             done = ctx.checkpoints.finished(int(reps[0]))  # a batch finished before a resume

@@ -9,6 +9,8 @@ the run (:func:`report_to_run`), which marks a run with too many of them ``degra
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -23,18 +25,34 @@ from society.llm import local
 from society.llm.client import LLMClient
 from society.llm.config import LLMConfig
 
+# Run options (society run's flags) that become LLMConfig fields, and the flag of each.
+OPTION_FIELDS = {"llm": "model", "api_base": "api_base", "api_key_env": "api_key_env", "concurrency": "concurrency"}
+_FLAGS = {"model": "--llm", "api_base": "--api-base", "api_key_env": "--api-key-env", "concurrency": "--concurrency"}
+
+
+def check_key_env(name: str | None) -> None:
+    """A one-line ConfigError when ``--api-key-env NAME`` names an unset variable: every
+    call would be refused, so say so before the run starts (the value is never shown)."""
+    if name and not os.environ.get(name):
+        raise ConfigError(f"--api-key-env {name}: the environment variable {name} is not set (or empty); export the API key in it")
+
 
 def config_from_options(options: Mapping[str, Any], *, run_dir: Path | None = None, **overrides: Any) -> LLMConfig:
     """An :class:`LLMConfig` for a non-local model from run options and scenario overrides."""
-    values: dict[str, Any] = {"model": options.get("llm"), "api_base": options.get("api_base"), **overrides}
+    values: dict[str, Any] = {"model": options.get("llm"), "api_base": options.get("api_base")}
+    values |= {field: options[k] for k, field in OPTION_FIELDS.items() if options.get(k) is not None and k != "llm"}
+    values |= overrides
     if run_dir is not None and "cache_path" not in overrides:
         values["cache_path"] = Path(run_dir) / "llm-cache.sqlite"
     try:
-        return LLMConfig(**values)
+        config = LLMConfig(**values)
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
-        field = {"model": "--llm", "api_base": "--api-base"}.get(str(err["loc"][0]) if err["loc"] else "", "llm")
+        field = _FLAGS.get(str(err["loc"][0]) if err["loc"] else "", "llm")
         raise ConfigError(f"invalid value for '{field}': {err['msg']}") from None
+    if not config.replay:
+        check_key_env(options.get("api_key_env"))
+    return config
 
 
 @asynccontextmanager
@@ -54,19 +72,32 @@ async def open_client(
         replay = options.get("replay")
         if replay is not None:  # answers only from a recorded run's cache: no server, no key
             if not Path(replay).is_file():
-                raise ConfigError(f"replay: no LLM cache at {replay} (the run made no LLM calls?)")
+                raise ConfigError(
+                    f"replay: the run's LLM cache {replay} is missing; a replay answers only from it "
+                    "and never calls a model"
+                )
             fixed = {**overrides, "cache_path": Path(replay), "replay": True}
             if local.is_local_model(model):
                 cfg = local.local_config("http://127.0.0.1:0/v1", **fixed)
-            else:
-                cfg = config_from_options({**options, "api_base": None}, **fixed)
+            else:  # no server, no key: nothing of the original endpoint is used
+                cfg = config_from_options({"llm": options.get("llm")}, **fixed)
         elif local.is_local_model(model):
             try:
                 local.require_available()
             except local.LocalModelUnavailable as exc:
                 raise ConfigError(f"--llm {model}: {exc}") from None
-            server = await stack.enter_async_context(local.LocalModel())
-            extra = {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
+            server = local.LocalModel()
+            # Said at once: the run is silent while the model loads.
+            print(
+                f"starting the embedded local model ({local.LOCAL_MODEL}): usually 5-30 s, "
+                f"at most {server.startup_timeout_s:g} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            server = await stack.enter_async_context(server)
+            extra: dict[str, Any] = {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
+            if options.get("concurrency") is not None:
+                extra["concurrency"] = options["concurrency"]
             cfg = server.config(**{**extra, **overrides})
             liveness = server.check_alive
         else:
@@ -124,6 +155,9 @@ def report_to_run(client: LLMClient, ctx: RunContext | None = None) -> None:
     )
     for k in ("requests", "failures", "fallbacks", "budget_stopped"):
         section[k] += int(usage.total[k])
+    # Calls tried again (429, 5xx, timeouts...): an I/O count, so a summary figure and not a
+    # metric row (a replay from the cache retries nothing, and its rows must be the same).
+    section["retries"] = section.get("retries", 0) + int(usage.total["retries"])
     for kind, n in usage.failure_kinds.items():
         section["failure_kinds"][kind] = section["failure_kinds"].get(kind, 0) + n
 

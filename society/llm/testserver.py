@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import threading
 import time
@@ -31,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-FAULT_KINDS = ("429", "500", "400", "401", "timeout", "malformed", "empty")
+FAULT_KINDS = ("429", "500", "400", "400-key", "401", "403", "timeout", "malformed", "empty")
 # Faults a flaky but working server shows; the default for faults drawn at a rate.
 TRANSIENT_FAULTS = ("429", "500", "timeout", "malformed", "empty")
 
@@ -46,7 +47,10 @@ class FaultPlan:
     first requests in arrival order; after it, each request fails with probability ``rate``
     with a kind drawn uniformly from ``kinds``, from a generator seeded with ``seed``.
     A "timeout" holds the request for ``hang_s`` seconds (past the client's timeout); "401"
-    refuses the key and quotes it back, as some providers do.
+    refuses the key and quotes it back, as some providers do; "403" refuses it without;
+    "400-key" is a bad request that quotes the key (as a provider that answers an invalid key
+    with 400 does).
+    ``delay_s`` holds every faulty reply that long (beside the server's latency) first.
     """
 
     rate: float = 0.0
@@ -55,6 +59,7 @@ class FaultPlan:
     script: tuple[str | None, ...] = ()
     retry_after_s: float = 0.1
     hang_s: float = 30.0
+    delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
@@ -64,8 +69,8 @@ class FaultPlan:
             raise ValueError(f"unknown fault kind {bad[0]!r}; accepted: {', '.join(FAULT_KINDS)}")
         if self.rate > 0 and not self.kinds:
             raise ValueError("kinds must name at least one fault kind when rate > 0")
-        if self.retry_after_s < 0 or self.hang_s < 0:
-            raise ValueError("retry_after_s and hang_s must be >= 0")
+        if self.retry_after_s < 0 or self.hang_s < 0 or self.delay_s < 0:
+            raise ValueError("retry_after_s, hang_s and delay_s must be >= 0")
 
 
 def count_tokens(text: str) -> int:
@@ -142,6 +147,7 @@ class TestServer:
         port: int = 0,
         model_name: str = "test-model",
         max_n: int | None = None,
+        api_key: str | None = None,
     ) -> None:
         if latency < 0:
             raise ValueError(f"latency must be >= 0 seconds, got {latency!r}")
@@ -156,6 +162,7 @@ class TestServer:
         self.port = port
         self.model_name = model_name
         self.max_n = max_n  # cap on choices per reply: llama.cpp's server ignores n, like max_n=1
+        self.api_key = api_key  # when set, a request without "Bearer <api_key>" gets 401
         self.url = ""
         # What the server saw; read these in tests.
         self.requests = 0
@@ -277,11 +284,15 @@ class TestServer:
             except ValueError:
                 return _error(400, "request body is not JSON", "invalid_request_error")
             self.bodies.append(body)
+            if self.api_key is not None and self.authorizations[-1] != f"Bearer {self.api_key}":
+                return _error(401, "invalid or missing API key", "authentication_error")
             fault = self._next_fault()
             if fault is not None:
                 self.faults_injected[fault] += 1
             if self.latency > 0:
                 await asyncio.sleep(self.latency)
+            if fault is not None and self.faults.delay_s > 0:
+                await asyncio.sleep(self.faults.delay_s)
             if fault == "timeout":
                 assert self._closing is not None
                 try:
@@ -296,9 +307,12 @@ class TestServer:
                 return _error(500, "injected server error", "server_error")
             elif fault == "400":
                 return _error(400, "injected bad request", "invalid_request_error")
-            elif fault == "401":
+            elif fault in ("401", "400-key"):
                 key = (self.authorizations[-1] or "").removeprefix("Bearer ")
-                return _error(401, f"Incorrect API key provided: {key}", "authentication_error")
+                status = int(fault[:3])
+                return _error(status, f"Incorrect API key provided: {key}", "authentication_error")
+            elif fault == "403":
+                return _error(403, "injected permission denied", "permission_error")
             elif fault == "malformed":
                 return web.Response(
                     text='{"choices": [{"message": ', content_type="application/json"
@@ -340,19 +354,50 @@ def _error(status: int, message: str, kind: str) -> web.Response:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Serve until interrupted: ``python -m society.llm.testserver --port 8000``."""
+def parse_args(
+    argv: Sequence[str] | None = None,
+) -> tuple[argparse.Namespace, FaultPlan, str | None]:
+    """The command line's options, its fault plan and the key it requires (None: any)."""
     p = argparse.ArgumentParser(prog="python -m society.llm.testserver", description=__doc__)
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--latency", type=float, default=0.0, help="seconds per reply")
     p.add_argument("--reply", default=None, help="constant reply text (default: rule-based)")
-    p.add_argument("--fault-rate", type=float, default=0.0)
+    p.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail")
+    p.add_argument(
+        "--fault-kinds",
+        default=",".join(TRANSIENT_FAULTS),
+        help=f"comma-separated kinds drawn for failing requests, of: {', '.join(FAULT_KINDS)}",
+    )
+    p.add_argument("--hang-s", type=float, default=30.0, help="seconds a 'timeout' fault hangs")
+    p.add_argument("--retry-after", type=float, default=0.1, help="Retry-After of a '429' fault")
+    p.add_argument("--fault-delay", type=float, default=0.0, help="seconds before a fault's reply")
+    p.add_argument(
+        "--api-key-env", default=None, help="refuse (401) requests without the key in this variable"
+    )
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
+    kinds = tuple(k.strip() for k in a.fault_kinds.split(",") if k.strip())
+    try:
+        faults = FaultPlan(
+            rate=a.fault_rate, kinds=kinds, seed=a.seed, hang_s=a.hang_s,
+            retry_after_s=a.retry_after, delay_s=a.fault_delay,
+        )  # fmt: skip
+    except ValueError as exc:
+        p.error(str(exc))
+    key = os.environ.get(a.api_key_env) if a.api_key_env else None
+    if a.api_key_env and not key:
+        p.error(f"--api-key-env {a.api_key_env}: the environment variable is not set")
+    return a, faults, key
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve until interrupted: ``python -m society.llm.testserver --port 8000``."""
+    a, faults, key = parse_args(argv)
 
     async def serve() -> None:
-        faults = FaultPlan(rate=a.fault_rate, seed=a.seed)
-        async with TestServer(a.reply, latency=a.latency, faults=faults, port=a.port) as srv:
+        async with TestServer(
+            a.reply, latency=a.latency, faults=faults, port=a.port, api_key=key
+        ) as srv:
             print(f"serving on {srv.url}/v1", flush=True)
             await asyncio.Event().wait()
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from sim_core.errors import RunError
 from society.llm.config import LLMConfig
 from society.llm.prices import token_cost
 
@@ -96,6 +97,26 @@ class TransportError(Exception):
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status
+
+
+AUTH_STATUSES = (401, 403)
+
+
+class AuthError(RunError):
+    """The server refused the API key (HTTP 401/403). Every later call would be refused the
+    same way, so the run stops at once with this one line instead of retrying or falling
+    back; the server's text is left out (it may quote the key)."""
+
+
+def auth_error(status: int, api_base: str | None, key_env: str | None) -> AuthError:
+    where = f"the server at {api_base}" if api_base else "the model's provider"
+    if key_env and os.environ.get(key_env):
+        fix = f"the key in ${key_env} was refused; put a valid key in it"
+    elif key_env:
+        fix = f"${key_env} is not set, so no key was sent; export the API key in it"
+    else:
+        fix = "no key was sent; name the environment variable holding one with --api-key-env NAME"
+    return AuthError(f"{where} refused the request with HTTP {status} (authentication): {fix}")
 
 
 def is_retryable_status(status: int) -> bool:
@@ -180,6 +201,8 @@ class FastTransport:
             detail = " ".join(str(e).split())[:200]
             message = f"{type(e).__name__}: {detail}" if detail else type(e).__name__
             raise TransportError(f"connection error: {message}", retryable=True) from e
+        if status in AUTH_STATUSES:
+            raise auth_error(status, url.removesuffix("/chat/completions"), self._key_env)
         if status != 200:
             raise TransportError(
                 f"HTTP {status}: {_error_detail(raw)}",
@@ -275,6 +298,12 @@ class LiteLLMTransport:
                 target = self._params(self._config.model, self._config.api_base, self._config)
                 resp = await lm.acompletion(**target, **common)
         except Exception as e:  # litellm raises many types; map them to retryable or not
+            status = getattr(e, "status_code", None)
+            if status in AUTH_STATUSES or isinstance(
+                e, lm.AuthenticationError | lm.PermissionDeniedError
+            ):
+                code = status if status in AUTH_STATUSES else 401
+                raise auth_error(code, self._config.api_base, self._config.api_key_env) from None
             raise _map_litellm_error(lm, e) from e
         try:
             texts = [choice.message.content for choice in resp.choices]
