@@ -1,48 +1,33 @@
-"""A new study in 50 lines: Mesa's Boltzmann wealth model, with rule, learned or LLM agents."""
+"""A study in 25 lines: Boltzmann wealth, with rule, learned or LLM agents deciding to give."""
 
 import jax
-import numpy as np
-from pydantic import Field, create_model
+import jax.numpy as jnp
 
-from scenarios.fields import SharedConfig
-from sim_core.experiment import Scenario
-from society.cohorts import LearnedCohort, LLMCohort, RuleCohort
-from society.driver import drive
-from society.metrics import gini
-from society.population import build_population, kinds_of, uses_llm
-
-Give = create_model("Give", give=(bool, ...))  # an LLM agent's action: give a coin away?
+from society.metrics import gini_jax
+from society.study import Discrete, Study, StudyParams
 
 
-class BoltzmannConfig(SharedConfig):  # agents, population, split, learning_rate, llm_*
+class Boltzmann(Study):
     """Boltzmann wealth: agents with coins give one away at random; does wealth concentrate?"""
 
-    split: str = "rules:8,learned:1,llm:1"
-    llm_max_tokens: int = 16
-    steps: int = Field(100, ge=1)
+    class Params(StudyParams):  # agents, population, split, steps, learning_rate, llm_* come with it
+        split: str = "rules:8,learned:1,llm:1"
+        llm_max_tokens: int = 16
 
+    actions = Discrete(("keep", "give"), rule=lambda o, p: o["coins"] > 0)
+    prompt = "You have {coins:.0f} coins. Answer give to give one coin to a random agent, keep to keep it."
+    reporters = {"gini": lambda w, out: gini_jax(w)}
 
-class Boltzmann(Scenario):
-    name, Config, headline = "boltzmann", BoltzmannConfig, ("gini",)
+    def init(key, p):
+        return jnp.ones(p.population)
 
-    def run(self, cfg, ctx):
-        async def batch(reps, client):  # one replicate per batch
-            return {"gini": [await self.one(cfg, ctx, int(reps[0]), client)]}, float(cfg.steps)
+    def observe(w, p):
+        return {"coins": w}
 
-        return drive(cfg, ctx, batch, llm=uses_llm(cfg), batches=[np.array([r]) for r in range(ctx.replicates)])
+    def step(key, w, act, p):
+        give = ((act == 1) & (w > 0)).astype(w.dtype)
+        to = jax.random.randint(key, w.shape, 0, w.size)
+        return w - give + jnp.zeros_like(w).at[to].add(give), jnp.zeros_like(w).at[to].add(give) - give
 
-    async def one(self, cfg, ctx, r, client):  # one replicate
-        rng, n, ids = ctx.rng.numpy("world", r), cfg.population, np.arange(cfg.population)
-        make = {"rules": lambda a: RuleCohort("rules", a, "random", params={"random": {"p": 1.0}}),
-                "learned": lambda a: LearnedCohort("learned", a, features=["coins"], lr=cfg.learning_rate, key=r),
-                "llm": lambda a: LLMCohort("llm", a, client, schema=Give, fallback=Give(give=True),
-                                           template="You have {coins} coins. Give one away?")}  # fmt: skip
-        pop = build_population(kinds_of(cfg, rng), ids, make)
-        wealth, keys = np.ones(n), (ctx.rng.key("agents", r), ctx.rng.key("learn", r))
-        for t in range(cfg.steps):
-            obs = {"coins": wealth.astype(np.float32)}
-            give = (await pop.act(ids, obs, jax.random.fold_in(keys[0], t)) > 0.5) & (wealth > 0)
-            wealth += (change := np.bincount(rng.integers(0, n, give.sum()), minlength=n) - give)
-            pop.learn(ids, obs, give.astype(np.int32), change, jax.random.fold_in(keys[1], t))
-            ctx.recorder.record(float(t + 1), "gini", gini(wealth), replicate=r)
-        return gini(wealth)
+    def reward(w, change, p):
+        return change

@@ -53,6 +53,11 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "scenarios.network_game.config:NetworkGameConfig",
         "scenarios.network_game.model:NetworkGame",
     ),
+    "boltzmann-wealth": (
+        "scenarios.boltzmann_wealth.config:BoltzmannWealthParams",
+        "scenarios.boltzmann_wealth.model:BoltzmannWealth",
+    ),
+    "schelling": ("scenarios.schelling.config:SchellingParams", "scenarios.schelling.model:Schelling"),
 }
 
 
@@ -241,7 +246,7 @@ def sweep(
 
 def population_field(scenario: str) -> str:
     """The config field that sets a scenario's number of agents: ``population`` in every
-    built-in scenario (scenarios.fields.PopulationFields); a user's study may differ."""
+    built-in scenario (society.fields.PopulationFields); a user's study may differ."""
     if "population" in config_class(scenario).model_fields:
         return "population"
     raise ConfigError(f"scenario '{scenario}' has no 'population' parameter; give --population-field")

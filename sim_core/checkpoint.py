@@ -150,15 +150,16 @@ class Checkpoints:
         self._resumed = None
         return r["world"]
 
-    def attach(self, batch: int, sim: Scheduler, state: Callable[[], Any]) -> None:
-        """Save ``state()`` and ``sim``'s queue every ``every`` moments, and at the end of
+    def attach(self, batch: int, sim: Scheduler, state: Callable[[], Any], every: int | None = None) -> None:
+        """Save ``state()`` and ``sim``'s queue every ``every`` moments (default: the run's),
+        and at the end of
         the moment in which a signal asked the run to stop (then raise :class:`Interrupted`).
         ``state`` may be a coroutine function (run by ``sim.arun``): e.g. one that first
         waits for a request in flight, so that its reply is saved as data."""
         self.used = True
         if self.path is None:
             return
-        moments = 0
+        moments, every = 0, self.every if every is None else every
 
         def stop_if_asked() -> None:
             if self.interrupt is not None:
@@ -172,7 +173,7 @@ class Checkpoints:
             nonlocal moments
             moments += 1
             # a stop of the scenario's own (a budget) ends the batch: finish() saves then
-            due = self.interrupt is not None or (self.every and moments % self.every == 0)
+            due = self.interrupt is not None or (every and moments % every == 0)
             if due and sim.stop_reason is None:
                 world = state()
                 if inspect.isawaitable(world):

@@ -245,7 +245,7 @@ def _describe_error(err: dict, config_cls: type[pydantic.BaseModel]) -> str:
         accepted = ", ".join(config_cls.model_fields)
         return f"unknown parameter '{loc}'; accepted: {accepted}"
     msg = err.get("msg", "invalid value")
-    if err.get("type") == "renamed":  # scenarios.fields.StudyConfig: an old parameter name
+    if err.get("type") == "renamed":  # society.fields.StudyConfig: an old parameter name
         return msg
     if err.get("type") == "value_error":
         msg = msg.removeprefix("Value error, ")

@@ -18,6 +18,17 @@ import numpy as np
 _fold_many = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
 
 
+def stream_keys(seed: jax.Array, tag: jax.Array, replicates: jax.Array) -> jax.Array:
+    """Keys of one stream for many replicates, traceable (inside a compiled run):
+    ``RNG(seed).keys(name, replicates)`` with ``tag = tag(name)``."""
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(jax.random.key(seed), tag), replicates)
+
+
+def tag(name: str) -> int:
+    """A stream's name as the number its keys are folded with."""
+    return _tag(name)
+
+
 def _tag(name: str) -> int:
     # crc32 is stable across processes (Python's hash() is salted per process).
     return zlib.crc32(name.encode("utf-8"))

@@ -9,7 +9,7 @@ A scenario's ``run`` is then its own rules only::
             return {"cooperation": values}, end  # headline per replicate, last moment
         return drive(cfg, ctx, batch, llm=uses_llm(cfg))
 
-``cfg`` carries the shared LLM fields (scenarios.fields.LLMFields). A batch that spends the
+``cfg`` carries the shared LLM fields (society.fields.LLMFields). A batch that spends the
 run's LLM budget stops through :func:`budget_reached`, which words the stop the same way in
 every scenario; later batches are then not started.
 """

@@ -169,3 +169,17 @@ class SharedConfig(LLMFields, LearningFields, PopulationFields):
 
 
 SHARED_MIXINS = (PopulationFields, LearningFields, LLMFields)
+
+
+class StepFields(StudyConfig):
+    """How long a study runs, in its own time unit (steps, rounds, days...)."""
+
+    steps: int = Field(100, ge=1, le=10**9, description="time steps to simulate")
+
+
+class ModelParams(StepFields):
+    """Base of a model's parameters whose agents follow the model's own rules (Mesa-style)."""
+
+
+class StudyParams(SharedConfig, StepFields):
+    """Base of a study's parameters whose agents are rules, learned or LLM (``agents``)."""

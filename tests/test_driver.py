@@ -11,10 +11,10 @@ import pytest
 from pydantic import create_model
 
 import scenarios
-from scenarios.fields import SharedConfig
 from sim_core.experiment import Scenario
 from society.cohorts import LLMCohort, RuleCohort
 from society.driver import budget_reached, drive
+from society.fields import SharedConfig
 from society.llm.testserver import TestServer
 from society.population import KINDS, build_population, kinds_of, uses_llm
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Kind, SharedConfig, Split
+from society.fields import Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 RULE_STRATEGIES = ("sustainable", "greedy", "fixed", "proportional")

@@ -57,13 +57,13 @@ import pandas as pd
 from scenarios.commons import prompts
 from scenarios.commons.config import CommonsConfig
 from scenarios.commons.dynamics import fish, observe, sustainable_catch
-from scenarios.fields import KINDS
 from sim_core.experiment import RunContext, Scenario
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.learned import reinforce_cohort
 from society.cohorts.llm import LLMCohort
 from society.driver import budget_reached, drive
+from society.fields import KINDS
 from society.llm import LLMClient, Request
 from society.population import build_population, kinds_of, uses_llm
 

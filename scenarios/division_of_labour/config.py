@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from scenarios.fields import Kind, SharedConfig, Split, parse_split
+from society.fields import Kind, SharedConfig, Split, parse_split
 
 
 class DivisionOfLabourConfig(SharedConfig):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from scenarios.fields import Kind, SharedConfig, Split
+from society.fields import Kind, SharedConfig, Split
 
 
 class DonorGameConfig(SharedConfig):

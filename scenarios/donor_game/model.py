@@ -35,13 +35,13 @@ from scenarios.donor_game.dynamics import (
     pairings,
     play_round,
 )
-from scenarios.fields import KINDS
 from sim_core.experiment import RunContext, Scenario, plot_metrics
 from sim_core.scheduler import Scheduler
 from society.cohorts import LearnedCohort, RuleCohort
 from society.cohorts.learned import reinforce_cohort
 from society.cohorts.llm import LLMCohort
 from society.driver import budget_reached, drive
+from society.fields import KINDS
 from society.llm import LLMClient, Request
 from society.metrics import donation_fraction, gini
 from society.population import build_population, kinds_of, uses_llm

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Graph, Kind, SharedConfig, Split, parse_split
+from society.fields import Graph, Kind, SharedConfig, Split, parse_split
 from society.mix import parse_weights
 
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")

@@ -43,7 +43,6 @@ from scenarios.epidemic.dynamics import (
     make_params,
     observe,
 )
-from scenarios.fields import KINDS
 from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
 from sim_core.graph import Neighbours
@@ -52,6 +51,7 @@ from society.cohorts import Cohort, LearnedCohort, LLMCohort, RuleCohort, parse_
 from society.cohorts.learned import reinforce_cohort
 from society.cohorts.rules import _decide
 from society.driver import budget_reached, drive
+from society.fields import KINDS
 from society.llm import LLMClient
 from society.llm.archetypes import Archetypes
 from society.population import build_population, kinds_of, uses_llm

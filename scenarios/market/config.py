@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Kind, SharedConfig, Split
+from society.fields import Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 RULES = ("cost-plus", "undercut", "adaptive")

@@ -38,7 +38,6 @@ import jax
 import numpy as np
 import pandas as pd
 
-from scenarios.fields import KINDS
 from scenarios.market import prompts
 from scenarios.market.config import MarketConfig
 from scenarios.market.dynamics import (
@@ -57,6 +56,7 @@ from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.learned import reinforce_cohort
 from society.cohorts.llm import LLMCohort
 from society.driver import budget_reached, drive
+from society.fields import KINDS
 from society.llm import LLMClient
 from society.population import build_population, kinds_of, uses_llm
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from scenarios.fields import Graph, Kind, SharedConfig, Split
+from society.fields import Graph, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 # Rule agents' types; the shares of the default mix follow the types Fischbacher, Gächter &

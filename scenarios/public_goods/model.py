@@ -44,7 +44,6 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from scenarios.fields import KINDS
 from scenarios.public_goods import prompts
 from scenarios.public_goods.config import PublicGoodsConfig
 from scenarios.public_goods.dynamics import (
@@ -65,6 +64,7 @@ from society.cohorts import LearnedCohort, RuleCohort, parse_mix
 from society.cohorts.llm import LLMCohort
 from society.cohorts.rules import _decide
 from society.driver import budget_reached, drive
+from society.fields import KINDS
 from society.llm import LLMClient, Request
 from society.population import build_population, kinds_of, uses_llm
 from society.topology import make_topology

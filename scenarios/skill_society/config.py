@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from scenarios.fields import Graph, Kind, SharedConfig, Split, parse_split
+from society.fields import Graph, Kind, SharedConfig, Split, parse_split
 
 
 class SkillSocietyConfig(SharedConfig):

@@ -31,7 +31,6 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from scenarios.fields import KINDS
 from scenarios.skill_society import dynamics as dyn
 from scenarios.skill_society.config import SkillSocietyConfig
 from scenarios.skill_society.prompts import (
@@ -62,6 +61,7 @@ from sim_core.scheduler import Scheduler
 from society.artifacts import ArtifactStore
 from society.cohorts import LearnedCohort
 from society.driver import budget_reached, drive
+from society.fields import KINDS
 from society.llm import LLMClient, Request
 from society.metrics import dol_index, emergent_niches
 from society.metrics.improvement import forgetting, plasticity, transfer_ratio

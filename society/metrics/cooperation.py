@@ -73,6 +73,16 @@ def gini(values: Any) -> float:
     return float(2.0 * np.dot(ranks, np.sort(x)) / (n * total) - (n + 1) / n)
 
 
+def gini_jax(values: Any) -> Any:
+    """:func:`gini` as a traceable JAX function (a study's reporter inside compiled steps)."""
+    import jax.numpy as jnp
+
+    x = jnp.sort(jnp.ravel(values).astype(jnp.float32))
+    n, total = x.size, x.sum()
+    g = 2.0 * jnp.dot(jnp.arange(1, n + 1, dtype=jnp.float32), x) / (n * total) - (n + 1) / n
+    return jnp.where(total > 0, g, 0.0)
+
+
 def flow_totals(donor: Any, recipient: Any, amount: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-agent totals ``(given, received)`` from interaction events (donor, recipient, amount).
 

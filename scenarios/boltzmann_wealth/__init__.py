@@ -1,0 +1,1 @@
+"""Mesa's BoltzmannWealth benchmark model as a study."""

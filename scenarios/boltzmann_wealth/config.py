@@ -1,0 +1,27 @@
+"""Parameters of boltzmann-wealth: Mesa's ``BoltzmannWealth`` names and defaults."""
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from society.fields import ModelParams
+
+
+class BoltzmannWealthParams(ModelParams):
+    """Boltzmann wealth (Mesa's benchmark): agents wander a grid and give a coin to a cellmate."""
+
+    n: int = Field(100, ge=1, le=10**7, description="number of agents")
+    width: int = Field(10, ge=1, le=10**4, description="grid width")
+    height: int = Field(10, ge=1, le=10**4, description="grid height")
+    steps: int = Field(100, ge=1, le=10**6, description="steps to simulate")
+    order: Literal["sequential", "tutorial"] = Field(
+        "sequential",
+        description="sequential: each agent moves then gives, in a shuffled order (Mesa's "
+        "benchmark); tutorial: all move, then all give (Mesa's tutorial MoneyModel)",
+    )
+
+    @model_validator(mode="after")
+    def _fits(self) -> "BoltzmannWealthParams":
+        if self.width * self.height * self.n >= 2**31:
+            raise ValueError(f"n x width x height must be below 2**31 (got {self.n * self.width * self.height})")
+        return self

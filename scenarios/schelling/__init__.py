@@ -1,0 +1,1 @@
+"""Mesa's Schelling segregation benchmark model as a study."""

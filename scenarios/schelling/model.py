@@ -1,0 +1,51 @@
+"""Mesa's Schelling: each unhappy agent, in a shuffled order, moves to a random empty cell;
+then every agent is happy when at least ``homophily`` of its neighbours are of its type."""
+
+import jax
+import jax.numpy as jnp
+
+from scenarios.schelling.config import SchellingParams
+from sim_core.space import Grid
+from society.study import Study
+
+
+def grid(p):
+    return Grid(p.width, p.height, torus=p.torus, radius=p.radius)
+
+
+def assess(w, p):
+    """Each agent's share of similar neighbours and whether it is happy (Mesa's assign_state)."""
+    g, shape = grid(p), (p.width, p.height)
+    cell = jnp.where(w["alive"], w["cell"], g.cells)
+    occupied = jnp.zeros(g.cells, bool).at[cell].set(True, mode="drop").reshape(shape)
+    minority = jnp.zeros(g.cells, bool).at[cell].set(w["kind"] == 1, mode="drop").reshape(shape)
+    near, near_minority = g.neighbour_count(occupied).ravel(), g.neighbour_count(minority).ravel()
+    c = jnp.minimum(cell, g.cells - 1)
+    same = jnp.where(w["kind"] == 1, near_minority[c], near[c] - near_minority[c])
+    similar = jnp.where(near[c] > 0, same / jnp.maximum(near[c], 1), 0.0)
+    return {**w, "similar": similar, "happy": w["alive"] & (similar >= p.homophily)}
+
+
+def share(x, w):
+    return (x * w["alive"]).sum() / jnp.maximum(w["alive"].sum(), 1)
+
+
+class Schelling(Study):
+    Params = SchellingParams
+    reporters = {
+        "happy_fraction": lambda w, out: share(w["happy"], w),
+        "similar_fraction": lambda w, out: share(w["similar"], w),
+        "population": lambda w, out: w["alive"].sum(),
+    }
+    headline = ("happy_fraction", "similar_fraction")
+
+    def init(key, p):
+        k_live, k_kind = jax.random.split(key)
+        cells = p.width * p.height
+        alive = jax.random.uniform(k_live, (cells,)) < p.density
+        kind = (jax.random.uniform(k_kind, (cells,)) < p.minority_pc).astype(jnp.int32)
+        return assess({"cell": jnp.arange(cells), "alive": alive, "kind": kind}, p)
+
+    def step(key, w, actions, p):
+        cell = grid(p).move_to_empty(key, w["cell"], ~w["happy"], w["alive"])
+        return assess({**w, "cell": cell}, p), None

@@ -1,0 +1,126 @@
+"""The model contract's engine: a study's pure functions stepped over replicates, compiled.
+
+A study (``society.study.Study``) is ``init(key, p) -> world``, ``observe(world, p) -> obs``,
+``step(key, world, actions, p) -> (world, outcome)`` and reporters ``f(world, outcome)``.
+When every agent is numeric, :func:`chunk` runs ``k`` steps of a whole batch of replicates
+in one compiled call: a ``lax.scan`` over time inside a ``vmap`` over replicates, reporters
+evaluated in the scan. The random key of step ``t`` of a replicate is
+``fold_in(key, t)`` split into (agents, world), so a run chunked for checkpoints, or stepped
+one moment at a time with cohorts, draws exactly what one long scan draws.
+
+Knows nothing about kinds of agent: ``decide(key, obs) -> actions`` is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from sim_core.rng import stream_keys
+
+Pytree = Any
+Reporter = Callable[[Pytree, Pytree], Any]
+
+
+@dataclass(frozen=True)
+class Discrete:
+    """Agents choose one of ``choices`` each step (the action is its index).
+
+    ``rule(obs, p)`` is the rule agents' choice from *one* agent's observation (a dict of
+    scalars); the framework vectorises it over agents. ``fallback`` is what an LLM agent
+    does when its call fails."""
+
+    choices: tuple[str, ...]
+    rule: Callable[[Mapping[str, Any], Any], Any] | None = None
+    fallback: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "choices", tuple(self.choices))
+        if len(self.choices) < 2:
+            raise ValueError(f"Discrete needs at least 2 choices, got {self.choices}")
+
+    def vectorised_rule(self, p: Any) -> Callable[[Pytree], jax.Array]:
+        """``obs (leading agent axis) -> actions``: the rule over every agent at once."""
+        if self.rule is None:
+            raise ValueError("this study's actions have no rule: rule agents cannot play it")
+        rule = self.rule
+        one = jax.vmap(lambda o: jnp.asarray(rule(o, p)).astype(jnp.int32))
+        none = jax.vmap(lambda o: jnp.asarray(rule(o, p)).astype(jnp.int32), axis_size=p.population)
+        return lambda obs: one(obs) if jax.tree_util.tree_leaves(obs) else none(obs)
+
+
+def step_keys(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(agents' key, world's key) of step ``t`` of one replicate."""
+    k_act, k_step = jax.random.split(jax.random.fold_in(key, t))
+    return k_act, k_step
+
+
+def report(reporters: Mapping[str, Reporter], world: Pytree, outcome: Pytree) -> dict[str, jax.Array]:
+    return {name: jnp.asarray(f(world, outcome), jnp.float32) for name, f in reporters.items()}
+
+
+def chunk(
+    step: Callable[..., tuple[Pytree, Pytree]],
+    observe: Callable[[Pytree], Pytree] | None,
+    decide: Callable[[jax.Array, Pytree], Any] | None,
+    reporters: Mapping[str, Reporter],
+    length: int,
+) -> Callable[[Pytree, jax.Array, jax.Array], tuple[Pytree, dict[str, jax.Array]]]:
+    """Compiled ``(worlds, keys, t0) -> (worlds, {reporter: (replicates, length)})``: steps
+    ``t0 .. t0 + length - 1`` of every replicate (leading axis of ``worlds`` and ``keys``).
+    ``step(key, world, actions)`` and ``observe(world)`` have the parameters bound."""
+    return jax.jit(_batch(step, observe, decide, reporters, length))
+
+
+def whole(
+    init: Callable[[jax.Array], Pytree],
+    step: Callable[..., tuple[Pytree, Pytree]],
+    observe: Callable[[Pytree], Pytree] | None,
+    decide: Callable[[jax.Array, Pytree], Any] | None,
+    reporters: Mapping[str, Reporter],
+    length: int,
+) -> Callable[[Any, Any, Any], tuple[Pytree, dict[str, jax.Array]]]:
+    """A whole run as one compiled call, ``(seed, stream tag, replicates) -> (worlds,
+    reports)``: keys, initial worlds and every step (what a small run's time is made of)."""
+    batch = _batch(step, observe, decide, reporters, length)
+
+    def run(seed: jax.Array, tag: jax.Array, reps: jax.Array) -> tuple[Pytree, dict[str, jax.Array]]:
+        keys = stream_keys(seed, tag, reps)
+        return batch(jax.vmap(init)(keys), keys, 0)
+
+    return jax.jit(run)
+
+
+def _batch(step, observe, decide, reporters, length):  # noqa: ANN001, ANN202
+
+    def one(world: Pytree, key: jax.Array, t0: jax.Array) -> tuple[Pytree, dict[str, jax.Array]]:
+        def body(w: Pytree, t: jax.Array) -> tuple[Pytree, dict[str, jax.Array]]:
+            k_act, k_step = step_keys(key, t)
+            actions = decide(k_act, observe(w)) if decide is not None else None
+            w, out = step(k_step, w, actions)
+            return w, report(reporters, w, out)
+
+        return jax.lax.scan(body, world, t0 + jnp.arange(length))
+
+    return jax.vmap(one, in_axes=(0, 0, None))
+
+
+def initial(init: Callable[[jax.Array], Pytree]) -> Callable[[jax.Array], Pytree]:
+    """Compiled ``keys -> worlds`` (one per replicate)."""
+    return jax.jit(jax.vmap(init))
+
+
+def leaves(world: Pytree) -> list[np.ndarray]:
+    """A world as a list of numpy arrays (what a checkpoint saves)."""
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(world)]
+
+
+def from_leaves(like: Pytree, arrays: list[Any]) -> Pytree:
+    """The world of ``like``'s structure (e.g. ``jax.eval_shape`` of ``init``) from :func:`leaves`."""
+    treedef = jax.tree_util.tree_structure(like)
+    return jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a) for a in arrays])

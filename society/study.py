@@ -1,0 +1,272 @@
+"""The model contract: a study is its parameters and pure functions; the framework runs it.
+
+    class Wealth(Study):
+        class Params(StudyParams):           # agents, population, split, steps... come with it
+            give: float = 1.0
+        def init(key, p):                    return {"wealth": jnp.ones(p.population)}
+        def observe(w, p):                   return {"wealth": w["wealth"]}
+        actions = Discrete(("keep", "give"), rule=lambda o, p: o["wealth"] > 0)
+        def step(key, w, act, p):            ...; return w, outcome
+        reporters = {"gini": lambda w, out: gini(w["wealth"])}
+
+Everything else is done here, once: replicates, the agents that turn observations into
+actions (rules vectorised from a one-agent function, learned policies, LLM agents prompted
+with ``prompt``, or any mix by ``agents``/``split``), time on the scheduler, checkpoints
+(world, population, queue), reporters recorded as tidy rows, the headline (each reporter's
+value at the last step) and LLM budget stops. With rule agents only (or a model without
+agents' choices, ``actions = None``), the whole run is a compiled ``lax.scan`` over steps,
+vmapped over replicates (``sim_core.study``); otherwise one moment per step, each cohort
+acting once for all its agents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import partial
+from typing import Any, ClassVar, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from pydantic import Field, create_model
+
+from sim_core import study as engine
+from sim_core.errors import ConfigError
+from sim_core.experiment import RunContext, Scenario
+from sim_core.rng import tag
+from sim_core.scheduler import Scheduler
+from sim_core.study import Discrete, Reporter
+from society.fields import ModelParams, StudyParams
+
+__all__ = ["Discrete", "ModelParams", "Study", "StudyParams"]
+
+_COMPILED: dict[tuple, Any] = {}  # (study, params, what) -> compiled function
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
+
+
+class Study(Scenario):
+    """Base class of a study on the contract (see the module docstring)."""
+
+    Params: ClassVar[type] = StudyParams
+    unit: ClassVar[str] = "step"
+    actions: ClassVar[Discrete | None] = None
+    prompt: ClassVar[str] = ""  # LLM agents: a str.format template over one agent's observation
+    reporters: ClassVar[Mapping[str, Reporter]] = {}
+    agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
+    checkpointing = True
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.Config = cls.Params
+        if "name" not in cls.__dict__:
+            cls.name = _kebab(cls.__name__)
+        if "headline" not in cls.__dict__:
+            cls.headline = tuple(cls.reporters)
+        if cls.agent_reporters:
+            cls.labels = {**cls.labels, "agent": int}
+
+    # -- the contract (a subclass defines these as plain functions) -------------------------
+    def init(key: jax.Array, p: Any) -> Any:  # noqa: N805 - plain functions of the class
+        raise NotImplementedError("a study defines init(key, p) -> world")
+
+    def observe(world: Any, p: Any) -> Any:  # noqa: N805
+        return {}
+
+    def step(key: jax.Array, world: Any, actions: Any, p: Any) -> tuple[Any, Any]:  # noqa: N805
+        raise NotImplementedError("a study defines step(key, world, actions, p) -> (world, outcome)")
+
+    reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
+
+    def horizon(self, config: Any) -> tuple[float, str]:
+        return float(config.steps), f"{self.unit}s"
+
+    # -- the framework ----------------------------------------------------------------------
+    def _bound(self, cfg: Any) -> dict[str, Any]:
+        """The study's functions with the parameters bound, compiled once per parameters."""
+        cls = type(self)
+        key = (cls, cfg.model_dump_json())
+        if key not in _COMPILED:
+            _COMPILED[key] = {
+                "init": partial(cls.init, p=cfg),
+                "observe": partial(cls.observe, p=cfg),
+                "step": partial(cls.step, p=cfg),
+                "rule": cls.actions.vectorised_rule(cfg) if cls.actions and cls.actions.rule else None,
+            }
+            rule = _COMPILED[key]["rule"]  # as a RuleCohort strategy: one function, one compilation
+            _COMPILED[key]["strategy"] = lambda obs, keys, params: rule(obs)
+        return _COMPILED[key]
+
+    def _compiled(self, cfg: Any, what: str, length: int = 0) -> Any:
+        key = (type(self), cfg.model_dump_json(), what, length)
+        if key not in _COMPILED:
+            f, cls = self._bound(cfg), type(self)
+            if what == "init":
+                _COMPILED[key] = engine.initial(lambda k: f["init"](k))
+            elif what in ("chunk", "whole"):
+                decide = (lambda k, obs: f["rule"](obs)) if cls.actions is not None else None  # noqa: E731
+                args = (f["step"], f["observe"], decide, cls.reporters, length)
+                _COMPILED[key] = engine.chunk(*args) if what == "chunk" else engine.whole(f["init"], *args)
+            elif what == "moment":  # one step of one replicate, actions given
+                def moment(world, key, t, actions):
+                    _, k_step = engine.step_keys(key, t)
+                    world, out = f["step"](k_step, world, actions)
+                    rewards = cls.reward(world, out, cfg) if cls.reward is not None else None
+                    return world, engine.report(cls.reporters, world, out), rewards
+
+                _COMPILED[key] = jax.jit(moment)
+            elif what == "observe":
+                _COMPILED[key] = jax.jit(f["observe"])
+            elif what == "agents":
+                _COMPILED[key] = jax.jit(lambda w: engine.report(cls.agent_reporters, w, None))
+        return _COMPILED[key]
+
+    def run(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
+        if type(self).actions is None or cfg.agents == "rules":
+            return self._run_fused(cfg, ctx)
+        return self._run_cohorts(cfg, ctx)
+
+    def _record(self, ctx: RunContext, reps: np.ndarray, t0: int, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Rows of reporters ``(replicates, steps)`` from step ``t0 + 1``; returns the last values."""
+        last = {}
+        for name, v in values.items():
+            v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1)
+            k = v.shape[1]
+            times = np.tile(np.arange(t0 + 1, t0 + k + 1, dtype=np.float64), len(reps))
+            ctx.recorder.record(times, name, v.ravel(), replicate=np.repeat(reps, k))
+            last[name] = v[:, -1]
+        return last
+
+    def _finish(self, cfg: Any, ctx: RunContext, reps: np.ndarray, world: Any, last: dict) -> dict[str, np.ndarray]:
+        if type(self).agent_reporters:
+            per_agent = self._compiled(cfg, "agents")(world)
+            for name, v in per_agent.items():
+                v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1)
+                agent = np.tile(np.arange(v.shape[1]), len(reps))
+                ctx.recorder.record(float(cfg.steps), name, v.ravel(), replicate=np.repeat(reps, v.shape[1]), agent=agent)
+        return {name: np.asarray(last[name]) for name in self.headline if name in last}
+
+    def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
+        """Rule agents only: compiled chunks of steps over a whole batch of replicates, one
+        moment each (a chunk is ``checkpoint_every`` steps when the run keeps checkpoints)."""
+        out: dict[str, np.ndarray] = {}
+        every = ctx.checkpoints.every if ctx.checkpoints is not None and ctx.checkpoints.path is not None else 0
+        size = min(every or cfg.steps, cfg.steps)
+        for b, reps in enumerate(ctx.replicate_batches()):
+            done = ctx.checkpoints.finished(b)
+            if done is None:
+                done = self._fused_batch(cfg, ctx, b, reps, size)
+                ctx.checkpoints.finish(b, done)
+            for k, v in done.items():
+                out.setdefault(k, np.full(ctx.replicates, np.nan))[reps] = v
+        return out
+
+    def _fused_batch(self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, size: int) -> dict:
+        if size == cfg.steps and ctx.checkpoints.path is None:  # one compiled call, no clock needed
+            world, values = self._compiled(cfg, "whole", size)(np.uint32(ctx.seed), np.uint32(tag("world")), reps)
+            return self._finish(cfg, ctx, reps, world, self._record(ctx, reps, 0, values))
+        keys = ctx.rng.keys("world", reps)
+        state: dict[str, Any] = {"last": {}}
+        sim = Scheduler()
+
+        def advance(t0: int) -> None:
+            k = min(size, cfg.steps - t0)
+            state["world"], values = self._compiled(cfg, "chunk", k)(state["world"], keys, t0)
+            state["last"] = self._record(ctx, reps, t0, values)
+            if t0 + k < cfg.steps:
+                sim.at(float(t0 + k), advance, t0 + k, name="steps")
+
+        sim.handle("steps", advance)
+        saved = ctx.checkpoints.resume(b, sim)
+        if saved is None:
+            state["world"] = self._compiled(cfg, "init")(keys)
+            sim.at(0.0, advance, 0, name="steps")
+        else:
+            like = jax.eval_shape(self._compiled(cfg, "init"), keys)
+            state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
+        save = lambda: {"world": engine.leaves(state["world"]), "last": state["last"]}  # noqa: E731
+        ctx.checkpoints.attach(b, sim, save, every=1)
+        sim.run()
+        return self._finish(cfg, ctx, reps, state["world"], state["last"])
+
+    # -- learned and LLM agents: one moment per step ----------------------------------------
+    def _run_cohorts(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
+        from society.driver import drive
+        from society.population import uses_llm
+
+        if uses_llm(cfg) and not type(self).prompt:
+            raise ConfigError(f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)")
+
+        async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
+            return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(cfg.steps)
+
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg), batches=[np.array([r]) for r in range(ctx.replicates)])
+
+    def _cohorts(self, cfg: Any, ctx: RunContext, r: int, client: Any) -> dict[str, Any]:
+        from society.cohorts import LearnedCohort, LLMCohort, RuleCohort
+
+        acts, f = type(self).actions, self._bound(cfg)
+        obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
+        features = sorted(obs) if isinstance(obs, dict) else []
+        Choice = create_model(f"{type(self).__name__}Choice", choice=(Literal[acts.choices], Field(description="your choice")))  # noqa: N806
+        return {
+            "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
+            "learned": lambda a: LearnedCohort(
+                "learned", a, features=features, actions=len(acts.choices), lr=cfg.learning_rate,
+                key=ctx.rng.key("learned", r),
+            ),
+            "llm": lambda a: LLMCohort(
+                "llm", a, client, schema=Choice, fallback=Choice(choice=acts.choices[acts.fallback]),
+                template=type(self).prompt, to_action=lambda m: acts.choices.index(m.choice),
+            ),
+        }  # fmt: skip
+
+    async def _cohort_replicate(self, cfg: Any, ctx: RunContext, r: int, client: Any) -> dict[str, np.ndarray]:
+        from society.population import build_population, kinds_of
+
+        done = ctx.checkpoints.finished(r)
+        if done is not None:  # finished before the run was resumed
+            return {k: np.asarray(v) for k, v in done.items()}
+        reps = np.array([r])
+        key = ctx.rng.keys("world", reps)[0]
+        ids = np.arange(cfg.population)
+        pop = build_population(kinds_of(cfg, ctx.rng.numpy("agents", r)), ids, self._cohorts(cfg, ctx, r, client))
+        observe, moment = self._compiled(cfg, "observe"), self._compiled(cfg, "moment")
+        learn_key = ctx.rng.key("learn", r)
+        state: dict[str, Any] = {"last": {}}
+        sim = Scheduler()
+
+        async def act(t: int) -> None:
+            """Step ``t``: every cohort acts once for all its agents, then the world steps."""
+            obs = observe(state["world"])
+            k_act, _ = engine.step_keys(key, t)
+            actions = jnp.asarray(await pop.act(ids, obs, k_act), jnp.int32)
+            state["world"], values, rewards = moment(state["world"], key, t, actions)
+            if rewards is not None:
+                pop.learn(ids, obs, actions, rewards, jax.random.fold_in(learn_key, t))
+            state["last"] = self._record(ctx, reps, t, {k: v[None, None] for k, v in values.items()})
+            if t + 1 < cfg.steps:
+                sim.at(float(t + 1), act, t + 1, name="act")
+
+        sim.handle("act", act)
+        saved = ctx.checkpoints.resume(r, sim)
+        if saved is None:
+            state["world"] = jax.tree_util.tree_map(lambda x: x[0], self._compiled(cfg, "init")(key[None]))
+            sim.at(0.0, act, 0, name="act")
+        else:
+            like = jax.eval_shape(self._bound(cfg)["init"], key)
+            state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
+            pop.load_state_dict(saved["population"])
+
+        def save() -> dict[str, Any]:
+            return {"world": engine.leaves(state["world"]), "last": state["last"], "population": pop.state_dict()}
+
+        ctx.checkpoints.attach(r, sim, save)
+        await sim.arun()
+        world = jax.tree_util.tree_map(lambda x: x[None], state["world"])
+        done = self._finish(cfg, ctx, reps, world, state["last"])
+        ctx.checkpoints.finish(r, {k: v.tolist() for k, v in done.items()})
+        return done
