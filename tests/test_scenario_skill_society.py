@@ -194,13 +194,13 @@ def _scripted(body: dict) -> str:
         answered = re.search(r"You answered: '(.*)'\. That", user).group(1)
         solved = examples + ((query, expected.group(1) if expected else answered),)
         p = infer_rule(domain, solved)
-        return json.dumps({"note": describe_rule(domain, p) if p else "no idea"})
+        return json.dumps({"note": describe_rule(domain, p) if p else f"{domain}: no rule fits {query!r} yet"})
     quoted = "\n".join(line[2:] for line in user.splitlines() if line.startswith("| "))
     query = re.search(r"What is the output for: (.+)", user).group(1)
     for d, p in parse_rule(quoted):
         if d == domain and all(apply_rule(d, p, x) == y for x, y in examples):
             return json.dumps({"answer": apply_rule(d, p, query)})
-    return json.dumps({"answer": "unknown"})
+    return json.dumps({"answer": query})  # a guess that differs per task (one reply to all is degenerate)
 
 
 def test_llm_agents_learn_through_notes_and_improve_on_heldout_tasks(tmp_path):
@@ -275,10 +275,11 @@ def _scripted_code(body: dict) -> str:
         domain = re.search(r"Task domain: (\w+)\.", user).group(1)
         note = json.loads(_scripted({"messages": [{"content": DISTIL_SYSTEM}, {"content": user}]}))
         rule = parse_rule(note["note"])
-        return json.dumps({"code": _PROGRAMS[domain].format(p=rule[0][1]) if rule else "x = 1"})
+        return json.dumps({"code": _PROGRAMS[domain].format(p=rule[0][1]) if rule else f"x = {len(user)}"})
     n = len(re.findall(r"^  (.+?) -> (.+)$", user, re.M))
     ran = re.search(rf"{n} of {n} examples reproduced; its output for the new input is '(.*)'", user)
-    return json.dumps({"answer": ran.group(1) if ran else "unknown"})
+    query = re.search(r"What is the output for: (.+)", user).group(1)
+    return json.dumps({"answer": ran.group(1) if ran else query})
 
 
 def test_code_artifacts_run_in_the_sandbox_and_hostile_ones_fail_contained(tmp_path):

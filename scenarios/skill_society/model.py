@@ -63,6 +63,7 @@ from society.cohorts import LearnedCohort
 from society.driver import budget_reached, drive
 from society.fields import KINDS
 from society.llm import LLMClient, Request
+from society.llm.local import LOCAL_MODEL
 from society.metrics import dol_index, emergent_niches
 from society.metrics.improvement import forgetting, plasticity, transfer_ratio
 from society.population import kinds_of, uses_llm
@@ -508,7 +509,11 @@ class SkillSociety(Scenario):
         async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
             return await self._run_batch(cfg, ctx, reps, client)
 
-        return drive(cfg, ctx, batch, llm=uses_llm(cfg))
+        out = drive(cfg, ctx, batch, llm=uses_llm(cfg))
+        notes = achievements(cfg, ctx, out)
+        if notes:
+            ctx.report["notes"] = notes
+        return out
 
     async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, client) -> tuple[dict, float]:
         batch = int(reps[0])
@@ -694,6 +699,8 @@ class SkillSociety(Scenario):
                 for s, name in zip(SPLITS, ("train_gain", "heldout_gain", "ood_gain"), strict=True):
                     c = curve(k, s)
                     out[f"{name}.{k}"] = c[-1] - c[0]
+                # share of the evaluation tasks (all splits) solved at the last checkpoint
+                out[f"solved.{k}"] = np.mean([curve(k, s)[-1] for s in SPLITS], axis=0)
         if "llm" in kinds:
             tokens = np.array([c["tokens"] for c in curves]) / 1e6
             held_llm = curve("llm", "heldout")
@@ -723,6 +730,31 @@ class SkillSociety(Scenario):
         from scenarios.skill_society.plots import plot_all
 
         return plot_all(frame, plots_dir, config, plots_dir.parent)
+
+
+def achievements(cfg: SkillSocietyConfig, ctx: RunContext, out: Mapping[str, np.ndarray]) -> list[str]:
+    """One line per kind of agent: evaluation tasks solved and held-out gain; and, when the
+    LLM agents solved none, why and how to rerun with a capable model (a weak model that
+    replies validly is a finding, not a failure of the run)."""
+    lines = []
+    for kind in KINDS:
+        if f"solved.{kind}" not in out:
+            continue
+        solved, gain = np.nanmean(out[f"solved.{kind}"]), np.nanmean(out[f"heldout_gain.{kind}"])
+        lines.append(f"{kind} agents: solved {solved:.0%} of evaluation tasks at the end, held-out gain {gain:+.3f}")
+    if "solved.llm" in out and np.nanmax(out["solved.llm"], initial=0.0) == 0:
+        model = ctx.options.get("llm") or "local"
+        sets = " ".join(
+            f"--set {k}={v}" for k, v in cfg.model_dump(mode="json").items()
+            if v != SkillSocietyConfig.model_fields[k].default and v is not None
+        )  # fmt: skip
+        command = f"society run skill-society --seed {ctx.seed} {sets} --llm <litellm model> [--api-base URL]"
+        if model in ("local", LOCAL_MODEL):
+            why = f"the embedded model ({LOCAL_MODEL}) is a small base model, there to exercise the plumbing"
+        else:
+            why = f"model {model} did not solve these puzzles"
+        lines.append(f"LLM agents solved no evaluation task: {why}; rerun with a capable model: {command}")
+    return lines
 
 
 def _dol(counts: np.ndarray) -> float:
