@@ -10,7 +10,7 @@ from society.study import Discrete, Study, StudyParams
 class Boltzmann(Study):
     """Boltzmann wealth: agents with coins give one away at random; does wealth concentrate?"""
 
-    class Params(StudyParams):  # agents, population, split, steps, learning_rate, llm_* come with it
+    class Params(StudyParams):  # agents, population, split, steps, llm_*... come with it
         split: str = "rules:8,learned:1,llm:1"
         llm_max_tokens: int = 16
 
@@ -26,8 +26,8 @@ class Boltzmann(Study):
 
     def step(key, w, act, p):
         give = ((act == 1) & (w > 0)).astype(w.dtype)
-        to = jax.random.randint(key, w.shape, 0, w.size)
-        return w - give + jnp.zeros_like(w).at[to].add(give), jnp.zeros_like(w).at[to].add(give) - give
+        got = jnp.zeros_like(w).at[jax.random.randint(key, w.shape, 0, w.size)].add(give)
+        return w - give + got, got - give
 
     def reward(w, change, p):
         return change

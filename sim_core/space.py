@@ -42,7 +42,9 @@ class Grid:
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise ValueError(f"Grid {name} must be an integer >= 1, got {v!r}")
         if self.neighbourhood not in ("moore", "von_neumann"):
-            raise ValueError(f"Grid neighbourhood must be 'moore' or 'von_neumann', got {self.neighbourhood!r}")
+            raise ValueError(
+                f"Grid neighbourhood must be 'moore' or 'von_neumann', got {self.neighbourhood!r}"
+            )
 
     @property
     def cells(self) -> int:
@@ -55,7 +57,9 @@ class Grid:
         out = []
         for dx in range(-r, r + 1):
             for dy in range(-r, r + 1):
-                if (dx, dy) == (0, 0) or (self.neighbourhood == "von_neumann" and abs(dx) + abs(dy) > r):
+                if (dx, dy) == (0, 0) or (
+                    self.neighbourhood == "von_neumann" and abs(dx) + abs(dy) > r
+                ):
                     continue
                 out.append((dx, dy))
         return tuple(out)
@@ -103,7 +107,9 @@ class Grid:
         take = lambda a: jnp.take_along_axis(a, pick[:, None], axis=1)[:, 0]  # noqa: E731
         return self.cell(take(nx), take(ny))
 
-    def move_to_empty(self, key: jax.Array, cell: jax.Array, moving: jax.Array, alive: jax.Array) -> jax.Array:
+    def move_to_empty(
+        self, key: jax.Array, cell: jax.Array, moving: jax.Array, alive: jax.Array
+    ) -> jax.Array:
         """New cells after every ``moving`` agent, in a random order, moves to a cell chosen
         uniformly among those empty at its turn (Mesa's ``select_random_empty_cell`` inside
         ``shuffle_do``), one agent per cell. Exact in distribution, and vectorised: the empty
@@ -115,15 +121,19 @@ class Grid:
         n, cells = cell.shape[0], self.cells
         occupied = jnp.zeros(cells, bool).at[jnp.where(alive, cell, cells)].set(True, mode="drop")
         rank = jnp.cumsum(~occupied) - 1
-        empties = jnp.zeros(cells, cell.dtype).at[jnp.where(~occupied, rank, cells)].set(
-            jnp.arange(cells, dtype=cell.dtype), mode="drop"
+        empties = (
+            jnp.zeros(cells, cell.dtype)
+            .at[jnp.where(~occupied, rank, cells)]
+            .set(jnp.arange(cells, dtype=cell.dtype), mode="drop")
         )
         m = cells - occupied.sum()
         moving = moving & alive & (m > 0)
         # One 24-bit uniform u per agent gives both its slot, floor(u m), and its turn among
         # the movers of that slot (u itself: uniform within the slot, independent of it).
         turn = (jax.random.bits(key, (n,)) >> 8).astype(jnp.int32)
-        slot = jnp.minimum((turn.astype(jnp.float32) * (m / 2.0**24)).astype(jnp.int32), jnp.maximum(m - 1, 0))
+        slot = jnp.minimum(
+            (turn.astype(jnp.float32) * (m / 2.0**24)).astype(jnp.int32), jnp.maximum(m - 1, 0)
+        )
         ids = jnp.arange(n)
 
         def round_(state):
@@ -131,7 +141,9 @@ class Grid:
             where = jnp.where(pending, slot, cells)
             first = jnp.full(cells, 2**31 - 1).at[where].min(turn, mode="drop")
             go = pending & (first[slot] == turn)
-            one = jnp.full(cells, n).at[jnp.where(go, slot, cells)].min(ids, mode="drop")  # equal u: lowest id
+            one = (
+                jnp.full(cells, n).at[jnp.where(go, slot, cells)].min(ids, mode="drop")
+            )  # equal u: lowest id
             go = go & (one[slot] == ids)
             new = jnp.where(go, free[slot], new)
             free = free.at[jnp.where(go, slot, cells)].set(cell, mode="drop")

@@ -60,7 +60,9 @@ def step_keys(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
     return k_act, k_step
 
 
-def report(reporters: Mapping[str, Reporter], world: Pytree, outcome: Pytree) -> dict[str, jax.Array]:
+def report(
+    reporters: Mapping[str, Reporter], world: Pytree, outcome: Pytree
+) -> dict[str, jax.Array]:
     return {name: jnp.asarray(f(world, outcome), jnp.float32) for name, f in reporters.items()}
 
 
@@ -89,7 +91,9 @@ def whole(
     reports)``: keys, initial worlds and every step (what a small run's time is made of)."""
     batch = _batch(step, observe, decide, reporters, length)
 
-    def run(seed: jax.Array, tag: jax.Array, reps: jax.Array) -> tuple[Pytree, dict[str, jax.Array]]:
+    def run(
+        seed: jax.Array, tag: jax.Array, reps: jax.Array
+    ) -> tuple[Pytree, dict[str, jax.Array]]:
         keys = stream_keys(seed, tag, reps)
         return batch(jax.vmap(init)(keys), keys, 0)
 

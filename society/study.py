@@ -77,7 +77,9 @@ class Study(Scenario):
         return {}
 
     def step(key: jax.Array, world: Any, actions: Any, p: Any) -> tuple[Any, Any]:  # noqa: N805
-        raise NotImplementedError("a study defines step(key, world, actions, p) -> (world, outcome)")
+        raise NotImplementedError(
+            "a study defines step(key, world, actions, p) -> (world, outcome)"
+        )
 
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
 
@@ -94,7 +96,9 @@ class Study(Scenario):
                 "init": partial(cls.init, p=cfg),
                 "observe": partial(cls.observe, p=cfg),
                 "step": partial(cls.step, p=cfg),
-                "rule": cls.actions.vectorised_rule(cfg) if cls.actions and cls.actions.rule else None,
+                "rule": cls.actions.vectorised_rule(cfg)
+                if cls.actions and cls.actions.rule
+                else None,
             }
             rule = _COMPILED[key]["rule"]  # as a RuleCohort strategy: one function, one compilation
             _COMPILED[key]["strategy"] = lambda obs, keys, params: rule(obs)
@@ -109,8 +113,11 @@ class Study(Scenario):
             elif what in ("chunk", "whole"):
                 decide = (lambda k, obs: f["rule"](obs)) if cls.actions is not None else None  # noqa: E731
                 args = (f["step"], f["observe"], decide, cls.reporters, length)
-                _COMPILED[key] = engine.chunk(*args) if what == "chunk" else engine.whole(f["init"], *args)
+                _COMPILED[key] = (
+                    engine.chunk(*args) if what == "chunk" else engine.whole(f["init"], *args)
+                )
             elif what == "moment":  # one step of one replicate, actions given
+
                 def moment(world, key, t, actions):
                     _, k_step = engine.step_keys(key, t)
                     world, out = f["step"](k_step, world, actions)
@@ -129,7 +136,9 @@ class Study(Scenario):
             return self._run_fused(cfg, ctx)
         return self._run_cohorts(cfg, ctx)
 
-    def _record(self, ctx: RunContext, reps: np.ndarray, t0: int, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def _record(
+        self, ctx: RunContext, reps: np.ndarray, t0: int, values: Mapping[str, Any]
+    ) -> dict[str, np.ndarray]:
         """Rows of reporters ``(replicates, steps)`` from step ``t0 + 1``; returns the last values."""
         last = {}
         for name, v in values.items():
@@ -140,20 +149,32 @@ class Study(Scenario):
             last[name] = v[:, -1]
         return last
 
-    def _finish(self, cfg: Any, ctx: RunContext, reps: np.ndarray, world: Any, last: dict) -> dict[str, np.ndarray]:
+    def _finish(
+        self, cfg: Any, ctx: RunContext, reps: np.ndarray, world: Any, last: dict
+    ) -> dict[str, np.ndarray]:
         if type(self).agent_reporters:
             per_agent = self._compiled(cfg, "agents")(world)
             for name, v in per_agent.items():
                 v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1)
                 agent = np.tile(np.arange(v.shape[1]), len(reps))
-                ctx.recorder.record(float(cfg.steps), name, v.ravel(), replicate=np.repeat(reps, v.shape[1]), agent=agent)
+                ctx.recorder.record(
+                    float(cfg.steps),
+                    name,
+                    v.ravel(),
+                    replicate=np.repeat(reps, v.shape[1]),
+                    agent=agent,
+                )
         return {name: np.asarray(last[name]) for name in self.headline if name in last}
 
     def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
         """Rule agents only: compiled chunks of steps over a whole batch of replicates, one
         moment each (a chunk is ``checkpoint_every`` steps when the run keeps checkpoints)."""
         out: dict[str, np.ndarray] = {}
-        every = ctx.checkpoints.every if ctx.checkpoints is not None and ctx.checkpoints.path is not None else 0
+        every = (
+            ctx.checkpoints.every
+            if ctx.checkpoints is not None and ctx.checkpoints.path is not None
+            else 0
+        )
         size = min(every or cfg.steps, cfg.steps)
         for b, reps in enumerate(ctx.replicate_batches()):
             done = ctx.checkpoints.finished(b)
@@ -166,7 +187,9 @@ class Study(Scenario):
 
     def _fused_batch(self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, size: int) -> dict:
         if size == cfg.steps and ctx.checkpoints.path is None:  # one compiled call, no clock needed
-            world, values = self._compiled(cfg, "whole", size)(np.uint32(ctx.seed), np.uint32(tag("world")), reps)
+            world, values = self._compiled(cfg, "whole", size)(
+                np.uint32(ctx.seed), np.uint32(tag("world")), reps
+            )
             return self._finish(cfg, ctx, reps, world, self._record(ctx, reps, 0, values))
         keys = ctx.rng.keys("world", reps)
         state: dict[str, Any] = {"last": {}}
@@ -198,12 +221,20 @@ class Study(Scenario):
         from society.population import uses_llm
 
         if uses_llm(cfg) and not type(self).prompt:
-            raise ConfigError(f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)")
+            raise ConfigError(
+                f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)"
+            )
 
         async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
             return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(cfg.steps)
 
-        return drive(cfg, ctx, batch, llm=uses_llm(cfg), batches=[np.array([r]) for r in range(ctx.replicates)])
+        return drive(
+            cfg,
+            ctx,
+            batch,
+            llm=uses_llm(cfg),
+            batches=[np.array([r]) for r in range(ctx.replicates)],
+        )
 
     def _cohorts(self, cfg: Any, ctx: RunContext, r: int, client: Any) -> dict[str, Any]:
         from society.cohorts import LearnedCohort, LLMCohort, RuleCohort
@@ -211,7 +242,10 @@ class Study(Scenario):
         acts, f = type(self).actions, self._bound(cfg)
         obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
         features = sorted(obs) if isinstance(obs, dict) else []
-        Choice = create_model(f"{type(self).__name__}Choice", choice=(Literal[acts.choices], Field(description="your choice")))  # noqa: N806
+        Choice = create_model(
+            f"{type(self).__name__}Choice",
+            choice=(Literal[acts.choices], Field(description="your choice")),
+        )
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
@@ -224,7 +258,9 @@ class Study(Scenario):
             ),
         }  # fmt: skip
 
-    async def _cohort_replicate(self, cfg: Any, ctx: RunContext, r: int, client: Any) -> dict[str, np.ndarray]:
+    async def _cohort_replicate(
+        self, cfg: Any, ctx: RunContext, r: int, client: Any
+    ) -> dict[str, np.ndarray]:
         from society.population import build_population, kinds_of
 
         done = ctx.checkpoints.finished(r)
@@ -233,7 +269,9 @@ class Study(Scenario):
         reps = np.array([r])
         key = ctx.rng.keys("world", reps)[0]
         ids = np.arange(cfg.population)
-        pop = build_population(kinds_of(cfg, ctx.rng.numpy("agents", r)), ids, self._cohorts(cfg, ctx, r, client))
+        pop = build_population(
+            kinds_of(cfg, ctx.rng.numpy("agents", r)), ids, self._cohorts(cfg, ctx, r, client)
+        )
         observe, moment = self._compiled(cfg, "observe"), self._compiled(cfg, "moment")
         learn_key = ctx.rng.key("learn", r)
         state: dict[str, Any] = {"last": {}}
@@ -247,14 +285,18 @@ class Study(Scenario):
             state["world"], values, rewards = moment(state["world"], key, t, actions)
             if rewards is not None:
                 pop.learn(ids, obs, actions, rewards, jax.random.fold_in(learn_key, t))
-            state["last"] = self._record(ctx, reps, t, {k: v[None, None] for k, v in values.items()})
+            state["last"] = self._record(
+                ctx, reps, t, {k: v[None, None] for k, v in values.items()}
+            )
             if t + 1 < cfg.steps:
                 sim.at(float(t + 1), act, t + 1, name="act")
 
         sim.handle("act", act)
         saved = ctx.checkpoints.resume(r, sim)
         if saved is None:
-            state["world"] = jax.tree_util.tree_map(lambda x: x[0], self._compiled(cfg, "init")(key[None]))
+            state["world"] = jax.tree_util.tree_map(
+                lambda x: x[0], self._compiled(cfg, "init")(key[None])
+            )
             sim.at(0.0, act, 0, name="act")
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
@@ -262,7 +304,11 @@ class Study(Scenario):
             pop.load_state_dict(saved["population"])
 
         def save() -> dict[str, Any]:
-            return {"world": engine.leaves(state["world"]), "last": state["last"], "population": pop.state_dict()}
+            return {
+                "world": engine.leaves(state["world"]),
+                "last": state["last"],
+                "population": pop.state_dict(),
+            }
 
         ctx.checkpoints.attach(r, sim, save)
         await sim.arun()

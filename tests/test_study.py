@@ -50,9 +50,13 @@ def test_rule_agents_fused_or_as_a_cohort_give_the_same_rows() -> None:
     """agents=rules runs as one compiled scan; a split of rules only runs moment by moment
     through a RuleCohort in a Population: the same draws, the same rows."""
     fused = scenarios.run(STUDY, seed=3, replicates=2, write=False, agents="rules", **SMALL)
-    cohort = scenarios.run(STUDY, seed=3, replicates=2, write=False, agents="mixed", split="rules:1", **SMALL)
+    cohort = scenarios.run(
+        STUDY, seed=3, replicates=2, write=False, agents="mixed", split="rules:1", **SMALL
+    )
     pd.testing.assert_frame_equal(_frame(fused), _frame(cohort), rtol=1e-6)
-    assert fused.summary["metrics"]["gini"]["values"] == pytest.approx(cohort.summary["metrics"]["gini"]["values"])
+    assert fused.summary["metrics"]["gini"]["values"] == pytest.approx(
+        cohort.summary["metrics"]["gini"]["values"]
+    )
 
 
 def test_same_time_activations_are_one_vectorised_call_per_cohort(monkeypatch) -> None:
@@ -65,7 +69,15 @@ def test_same_time_activations_are_one_vectorised_call_per_cohort(monkeypatch) -
             return _act(self, agents, obs, key)
 
         monkeypatch.setattr(cls, "act", counted)
-    scenarios.run(STUDY, seed=1, write=False, agents="mixed", split="rules:3,learned:1", population=200, steps=5)
+    scenarios.run(
+        STUDY,
+        seed=1,
+        write=False,
+        agents="mixed",
+        split="rules:3,learned:1",
+        population=200,
+        steps=5,
+    )
     assert calls["rules"] == [150] * 5 and calls["learned"] == [50] * 5
 
 
@@ -92,7 +104,11 @@ def test_llm_agents_answer_the_study_prompt_and_resume_exactly(tmp_path: Path, m
         assert reference.summary["fallbacks"]["llm"]["decisions"] == 2 * 2 * 6
         out = tmp_path / "run"
         _killed_in_process(monkeypatch, STUDY, 3, out, config, **kw, replicates=2)
-        _same_run(scenarios.run(STUDY, seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
+        _same_run(
+            scenarios.run(STUDY, seed=SEED, replicates=2, resume=out, config=config, **kw),
+            reference,
+            out,
+        )
     finally:
         srv.stop()
 
@@ -102,11 +118,19 @@ def test_a_fused_run_in_checkpointed_chunks_is_the_same_run(tmp_path: Path, monk
     chunk resumes to the same rows."""
     config = {"width": 12, "height": 10, "steps": 9}
     reference = scenarios.run("schelling", seed=SEED, replicates=3, write=False, **config)
-    chunked = scenarios.run("schelling", seed=SEED, replicates=3, out=tmp_path / "c", checkpoint_every=1, **config)
+    chunked = scenarios.run(
+        "schelling", seed=SEED, replicates=3, out=tmp_path / "c", checkpoint_every=1, **config
+    )
     pd.testing.assert_frame_equal(_frame(chunked), _frame(reference))
     out = tmp_path / "k"
     _killed_in_process(monkeypatch, "schelling", 2, out, config, replicates=3)
-    _same_run(scenarios.run("schelling", seed=SEED, replicates=3, resume=out, checkpoint_every=1, config=config), chunked, out)
+    _same_run(
+        scenarios.run(
+            "schelling", seed=SEED, replicates=3, resume=out, checkpoint_every=1, config=config
+        ),
+        chunked,
+        out,
+    )
 
 
 def test_llm_agents_need_a_prompt() -> None:
@@ -124,14 +148,30 @@ def test_llm_agents_need_a_prompt() -> None:
         def step(key, w, act, p):
             return w + act, None
 
-    assert scenarios.run(Quiet, write=False, population=4, steps=2).summary["metrics"]["moved"]["mean"] == 0
+    assert (
+        scenarios.run(Quiet, write=False, population=4, steps=2).summary["metrics"]["moved"]["mean"]
+        == 0
+    )
     with pytest.raises(ConfigError, match="has no prompt"):
         scenarios.run(Quiet, write=False, agents="llm", population=4, steps=1)
 
 
 def test_a_study_runs_through_the_cli(tmp_path: Path, capsys) -> None:
     out = tmp_path / "cli"
-    code = main(["run", STUDY, "--set", "steps=4", "--set", "population=30", "--set", "agents=rules", "--out", str(out)])
+    code = main(
+        [
+            "run",
+            STUDY,
+            "--set",
+            "steps=4",
+            "--set",
+            "population=30",
+            "--set",
+            "agents=rules",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["scenario"] == "boltzmann"

@@ -23,5 +23,7 @@ class BoltzmannWealthParams(ModelParams):
     @model_validator(mode="after")
     def _fits(self) -> "BoltzmannWealthParams":
         if self.width * self.height * self.n >= 2**31:
-            raise ValueError(f"n x width x height must be below 2**31 (got {self.n * self.width * self.height})")
+            raise ValueError(
+                f"n x width x height must be below 2**31 (got {self.n * self.width * self.height})"
+            )
         return self

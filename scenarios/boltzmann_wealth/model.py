@@ -29,15 +29,19 @@ def cellmate(key, turn, new, old, n):
     lo_b = jnp.searchsorted(sb, new * n + turn + 1)
     after = jnp.searchsorted(sb, new * n + n) - lo_b
     u = (jax.random.uniform(key, new.shape) * (before + after)).astype(jnp.int32)
-    pick = jnp.where(u < before, ia[jnp.clip(lo_a + u, 0, n - 1)], ib[jnp.clip(lo_b + u - before, 0, n - 1)])
+    pick = jnp.where(
+        u < before, ia[jnp.clip(lo_a + u, 0, n - 1)], ib[jnp.clip(lo_b + u - before, 0, n - 1)]
+    )
     return jnp.where(before + after > 0, pick, -1)
 
 
 def givers(wealth, target, turn, n):
     """Who gives: those with wealth at their turn (a fixed point over receipts)."""
+
     def more(g):
         first = jnp.full(n, n).at[jnp.where(g, target, n)].min(turn, mode="drop")
         return (target >= 0) & ((wealth > 0) | (first < turn))
+
     return jax.lax.while_loop(lambda gg: (gg[0] != gg[1]).any(), lambda gg: (gg[1], more(gg[1])),
                               (jnp.zeros(n, bool), more(jnp.zeros(n, bool))))[1]  # fmt: skip
 
@@ -49,7 +53,10 @@ class BoltzmannWealth(Study):
     headline = ("gini",)
 
     def init(key, p):
-        return {"cell": jax.random.randint(key, (p.n,), 0, p.width * p.height), "wealth": jnp.ones(p.n, jnp.int32)}
+        return {
+            "cell": jax.random.randint(key, (p.n,), 0, p.width * p.height),
+            "wealth": jnp.ones(p.n, jnp.int32),
+        }
 
     def step(key, w, actions, p):
         k_order, k_move, k_pick = jax.random.split(key, 3)

@@ -11,8 +11,12 @@ class SchellingParams(ModelParams):
     width: int = Field(20, ge=1, le=10**4, description="grid width")
     height: int = Field(20, ge=1, le=10**4, description="grid height")
     density: float = Field(0.8, ge=0, le=1, description="chance that a cell starts with an agent")
-    minority_pc: float = Field(0.5, ge=0, le=1, description="chance that an agent is of the minority type")
-    homophily: float = Field(0.4, ge=0, le=1, description="share of similar neighbours an agent needs to be happy")
+    minority_pc: float = Field(
+        0.5, ge=0, le=1, description="chance that an agent is of the minority type"
+    )
+    homophily: float = Field(
+        0.4, ge=0, le=1, description="share of similar neighbours an agent needs to be happy"
+    )
     radius: int = Field(1, ge=1, le=10, description="neighbourhood radius (Moore)")
     torus: bool = Field(False, description="the grid wraps around")
     steps: int = Field(20, ge=1, le=10**6, description="steps to simulate")
