@@ -197,11 +197,16 @@ def current_run() -> RunContext | None:
 
 @dataclass
 class RunResult:
-    """The outcome of a run: summary dict, tidy metrics frame and run directory."""
+    """The outcome of a run: summary dict, tidy metrics frame and run directory. The frame is
+    built when first read (about 1 ms: most of a small run's fixed cost in a sweep)."""
 
     summary: dict
-    metrics: pd.DataFrame
+    frame: Callable[[], pd.DataFrame] = field(repr=False)
     run_dir: Path | None
+
+    @functools.cached_property
+    def metrics(self) -> pd.DataFrame:
+        return self.frame()
 
     def headline(self) -> pd.DataFrame:
         """One row per headline metric: mean and 95% interval over replicates."""
@@ -503,7 +508,7 @@ def run_scenario(
         summary.update(status="stopped", interrupted=True, stop_reason=f"{exc}; continue it with: society resume {run_dir}")
         summary["wall_time_s"] = round(time.perf_counter() - started, 3)
         _write_summary(run_dir, summary)
-        return RunResult(summary=summary, metrics=recorder.frame(), run_dir=run_dir)
+        return RunResult(summary=summary, frame=recorder.frame, run_dir=run_dir)
     except BaseException as exc:
         recorder.close()  # keep every row recorded before the failure
         summary.update(status="failed", error=f"{type(exc).__name__}: {exc}", rows_recorded=recorder.rows_written)
@@ -544,15 +549,14 @@ def run_scenario(
     missing = [m for m in scenario.headline if m not in metrics]
     if missing:
         summary["missing_headline"] = missing
-    frame = recorder.frame()
     if run_dir is not None:
-        scenario.plot(frame, run_dir / "plots", cfg)
+        scenario.plot(recorder.frame(), run_dir / "plots", cfg)
     summary["wall_time_s"] = round(time.perf_counter() - started, 3)
     _write_summary(run_dir, summary)
     if summary["status"] != "stopped":
         ctx.checkpoints.remove()  # finished and recorded: nothing is left to resume
     progress.stop(summary["status"])  # progress.json ends with the final status
-    return RunResult(summary=summary, metrics=frame, run_dir=run_dir)
+    return RunResult(summary=summary, frame=recorder.frame, run_dir=run_dir)
 
 
 def _headline_summaries(scenario: Scenario, headline: Any, replicates: int) -> dict[str, dict]:

@@ -77,7 +77,7 @@ def gini_jax(values: Any) -> Any:
     """:func:`gini` as a traceable JAX function (a study's reporter inside compiled steps)."""
     import jax.numpy as jnp
 
-    x = jnp.sort(jnp.ravel(values).astype(jnp.float32))
+    x = jnp.sort(jnp.ravel(values)).astype(jnp.float32)  # integers sort ~10x faster than floats
     n, total = x.size, x.sum()
     g = 2.0 * jnp.dot(jnp.arange(1, n + 1, dtype=jnp.float32), x) / (n * total) - (n + 1) / n
     return jnp.where(total > 0, g, 0.0)
