@@ -33,7 +33,7 @@ from society.llm.local import (  # noqa: E402
     LocalModel,
     LocalModelDied,
     LocalModelUnavailable,
-    _bounded_ints,
+    _bounded,
     _format_gemma3,
     describe_exit,
     is_available,
@@ -350,7 +350,7 @@ def test_chat_format_keeps_system_text() -> None:
     )
 
 
-def test_integer_bounds_become_enums() -> None:
+def test_number_bounds_become_enums() -> None:
     schema = {
         "$defs": {"Inner": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 4}},
         "properties": {
@@ -358,12 +358,16 @@ def test_integer_bounds_become_enums() -> None:
             "loose": {"type": "integer", "minimum": 0},
             "wide": {"type": "integer", "minimum": 0, "maximum": 10**6},
             "share": {"type": "number", "minimum": 0, "maximum": 1},
+            "open": {"type": "number", "minimum": 0},
             "type": {"type": "string"},
         },
     }
-    out = _bounded_ints(schema)
+    out = _bounded(schema)
     assert out["properties"]["give"]["enum"] == [0, 1, 2, 3]
     assert out["$defs"]["Inner"]["enum"] == [1, 2, 3]
-    for name in ("loose", "wide", "share", "type"):
+    # a level in [0, 1] (network-game's cooperate): 0, 0.05, ..., 1, all within the bounds
+    share = out["properties"]["share"]["enum"]
+    assert len(share) == 21 and share[0] == 0 and share[1] == 0.05 and share[-1] == 1
+    for name in ("loose", "wide", "open", "type"):
         assert out["properties"][name] == schema["properties"][name]
     assert "enum" not in schema["properties"]["give"]  # the input is not changed

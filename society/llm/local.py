@@ -14,7 +14,7 @@ The model is small (270M, the pretrained base model, not instruction-tuned) and 
 config it gives constrains replies to the action schema by grammar ("json_object" with the
 schema inside: that server rejects "json_schema"), keeps replies short and sends one request
 at a time, which is all the server does anyway. llama.cpp's grammar ignores numeric bounds
-(the server started here turns bounded integers into enums, which it does enforce) and cannot
+(the server started here turns bounded numbers into enums, which it does enforce) and cannot
 see Python validators, so the client's validation, repair and fallback still matter.
 """
 
@@ -468,16 +468,28 @@ def _format_gemma3(messages: list[dict[str, Any]], **kwargs: Any) -> Any:
     return ChatFormatterResponse(prompt=prompt + "<start_of_turn>model\n", stop="<end_of_turn>")
 
 
-def _bounded_ints(schema: Any) -> Any:
+NUMBER_STEPS = 20
+"""A number with both bounds is offered as this many equal steps between them (0.05 in [0, 1])."""
+
+
+def _bounded(schema: Any) -> Any:
     """A copy of a JSON schema in which an integer with both bounds (at most 1001 values) is
-    an enum of its values: llama.cpp's grammar ignores minimum/maximum but enforces enums,
+    an enum of its values, and a number with both bounds an enum of ``NUMBER_STEPS + 1``
+    evenly spaced values: llama.cpp's grammar ignores minimum/maximum but enforces enums,
     and the small model, unbounded, writes numbers such as 1000000000000000."""
     if isinstance(schema, list):
-        return [_bounded_ints(s) for s in schema]
+        return [_bounded(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: _bounded_ints(v) for k, v in schema.items()}
-    if out.get("type") != "integer" or "enum" in out or "const" in out:
+    out = {k: _bounded(v) for k, v in schema.items()}
+    if "enum" in out or "const" in out:
+        return out
+    if out.get("type") == "number":
+        lo, hi = out.get("minimum"), out.get("maximum")
+        if isinstance(lo, int | float) and isinstance(hi, int | float) and lo < hi:
+            out["enum"] = [round(lo + (hi - lo) * i / NUMBER_STEPS, 6) for i in range(NUMBER_STEPS + 1)]
+        return out
+    if out.get("type") != "integer":
         return out
     lows, highs = [], []
     if isinstance(out.get("minimum"), int | float):
@@ -494,7 +506,7 @@ def _bounded_ints(schema: Any) -> Any:
 
 
 def _gemma3_handler() -> Any:
-    """The chat handler of the server: Gemma 3 turns, integer bounds in the grammar, and no
+    """The chat handler of the server: Gemma 3 turns, number bounds in the grammar, and no
     repeat penalty (greedy choice of an action must not be biased against the words of its
     own prompt, such as the names of the options)."""
     from llama_cpp.llama_chat_format import chat_formatter_to_chat_completion_handler
@@ -505,7 +517,7 @@ def _gemma3_handler() -> Any:
         if isinstance(response_format, dict) and isinstance(response_format.get("schema"), dict):
             response_format = {
                 **response_format,
-                "schema": _bounded_ints(response_format["schema"]),
+                "schema": _bounded(response_format["schema"]),
             }
         return base(**{**kwargs, "response_format": response_format, "repeat_penalty": 1.0})
 
