@@ -58,6 +58,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "scenarios.boltzmann_wealth.model:BoltzmannWealth",
     ),
     "schelling": ("scenarios.schelling.config:SchellingParams", "scenarios.schelling.model:Schelling"),
+    "boid-flockers": (
+        "scenarios.boid_flockers.config:BoidFlockersParams",
+        "scenarios.boid_flockers.model:BoidFlockers",
+    ),
 }
 
 

@@ -150,3 +150,151 @@ class Grid:
             return free, pending & ~go, new
 
         return jax.lax.while_loop(lambda s: s[1].any(), round_, (empties, moving, cell))[2]
+
+
+@dataclass(frozen=True)
+class Continuous:
+    """A ``width`` x ``height`` continuous space (Mesa's ``ContinuousSpace``), torus or
+    bounded; positions are arrays of shape ``(n, 2)``.
+
+    Neighbour queries reduce a per-pair function over the agents within a radius. Two
+    methods, both exact: dense (every pair at once) and cell lists (agents binned into cells
+    at least ``radius`` wide, the 3 x 3 cells around each agent scanned in lockstep, one
+    member per cell per round; the bins are filled without a sort, since XLA's CPU sort
+    costs 10x numpy's). Cell lists are used from :data:`CELL_LIST_FROM` agents when 3 cells
+    fit across: measured on this project's 2-core CPU at Mesa's boid benchmarks (200 and 400
+    agents), a neighbour sum took 3x less time than dense.
+    """
+
+    width: float
+    height: float
+    torus: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("width", "height"):
+            v = getattr(self, name)
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float | np.integer | np.floating)
+                or not v > 0
+            ):
+                raise ValueError(f"Continuous {name} must be a number > 0, got {v!r}")
+
+    @property
+    def size(self) -> jax.Array:
+        return jnp.array([self.width, self.height], jnp.float32)
+
+    def displacement(self, a: jax.Array, b: jax.Array) -> jax.Array:
+        """``b - a``, the shortest way round on a torus (Mesa's ``calculate_difference_vector``)."""
+        d = jnp.asarray(b) - jnp.asarray(a)
+        return d - self.size * jnp.round(d / self.size) if self.torus else d
+
+    def distance(self, a: jax.Array, b: jax.Array) -> jax.Array:
+        d = self.displacement(a, b)
+        return jnp.sqrt((d * d).sum(-1))
+
+    def wrap(self, pos: jax.Array) -> jax.Array:
+        """Positions back in the space: around a torus, clipped to the edges otherwise."""
+        return jnp.mod(pos, self.size) if self.torus else jnp.clip(pos, 0, self.size)
+
+    def neighbours(self, pos: jax.Array, radius: float) -> jax.Array:
+        """``(n, n)`` booleans: agent j is within ``radius`` of agent i (j != i)."""
+        d = self.displacement(pos[:, None], pos[None])
+        return ((d * d).sum(-1) <= radius * radius) & ~jnp.eye(pos.shape[0], dtype=bool)
+
+    def k_nearest(self, pos: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
+        """Indices ``(n, k)`` and distances of each agent's ``k`` nearest other agents."""
+        d = self.displacement(pos[:, None], pos[None])
+        d2 = jnp.where(jnp.eye(pos.shape[0], dtype=bool), jnp.inf, (d * d).sum(-1))
+        neg, idx = jax.lax.top_k(-d2, k)
+        return idx, jnp.sqrt(-neg)
+
+    def neighbour_sum(self, pos, radius, f, *, at=None, include=None, method="auto"):  # noqa: ANN001, ANN201
+        """For each agent i, the sum of ``f(d, j)`` over the agents ``j != i`` within
+        ``radius`` of ``at[i]`` (default: its own position) for which ``include(i, j)``
+        holds; ``d`` is the displacement from ``at[i]`` to ``pos[j]``, shape ``(..., 2)``, and
+        ``f`` returns a pytree of arrays of shape ``d.shape[:-1] + extra`` (written with
+        broadcasting: ``j`` is an index array). ``method``: "dense", "cells" or "auto"."""
+        at = pos if at is None else at
+        n = pos.shape[0]
+        nx, ny = int(self.width // radius), int(self.height // radius)
+        cells_fit = min(nx, ny) >= 3  # fewer cells and the 3 x 3 neighbourhood repeats itself
+        if method == "cells" or (method == "auto" and cells_fit and n >= CELL_LIST_FROM):
+            if not cells_fit:
+                raise ValueError(f"cell lists need radius <= a third of the space, got {radius}")
+            return self._cells_sum(pos, radius, f, at, include, nx, ny)
+        i, j = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
+        d = self.displacement(at[:, None], pos[None])
+        ok = ((d * d).sum(-1) <= radius * radius) & (i != j)
+        if include is not None:
+            ok = ok & include(i, j)
+        return jax.tree_util.tree_map(lambda v: _masked_sum(v, ok), f(d, j))
+
+    def neighbour_mean(
+        self, pos: jax.Array, radius: float, values: jax.Array, **kw
+    ) -> tuple[jax.Array, jax.Array]:
+        """Mean of ``values`` over each agent's neighbours (0 where none) and their number."""
+        s = self.neighbour_sum(pos, radius, lambda d, j: (jnp.ones(d.shape[:-1]), values[j]), **kw)
+        n = s[0].reshape(s[0].shape + (1,) * (values.ndim - 1))
+        return jnp.where(n > 0, s[1] / jnp.maximum(n, 1), 0), s[0]
+
+    def _cells_sum(self, pos, radius, f, at, include, nx, ny):  # noqa: ANN001, ANN202
+        n, cells = pos.shape[0], nx * ny
+        scale = jnp.array([nx / self.width, ny / self.height], jnp.float32)
+        xy = jnp.clip(
+            jnp.floor(self.wrap(pos) * scale).astype(jnp.int32), 0, jnp.array([nx - 1, ny - 1])
+        )
+        cell = xy[:, 0] * ny + xy[:, 1]
+
+        # Each cell's members in id order without a sort: each round every cell takes its
+        # lowest remaining id (rounds: the most agents in a cell).
+        def place(state):
+            rank, r = state
+            lowest = (
+                jnp.full(cells, n)
+                .at[jnp.where(rank < 0, cell, cells)]
+                .min(jnp.arange(n), mode="drop")
+            )
+            return jnp.where((rank < 0) & (lowest[cell] == jnp.arange(n)), r, rank), r + 1
+
+        rank, rounds = jax.lax.while_loop(lambda s: (s[0] < 0).any(), place, (jnp.full(n, -1), 0))
+        count = jnp.zeros(cells, jnp.int32).at[cell].add(1)
+        start = jnp.cumsum(count) - count
+        members = jnp.zeros(n, jnp.int32).at[start[cell] + rank].set(jnp.arange(n))
+        # The 3 x 3 cells around each query point (off the edge of a bounded space: none).
+        q = jnp.clip(
+            jnp.floor(self.wrap(at) * scale).astype(jnp.int32), 0, jnp.array([nx - 1, ny - 1])
+        )
+        off = jnp.array([(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)], jnp.int32)
+        cx, cy = q[:, None, 0] + off[:, 0], q[:, None, 1] + off[:, 1]  # (n, 9)
+        inside = self.torus | ((cx >= 0) & (cx < nx) & (cy >= 0) & (cy < ny))
+        near = jnp.where(inside, (cx % nx) * ny + cy % ny, 0)
+        i = jnp.arange(n)[:, None]
+        zero = jax.tree_util.tree_map(
+            lambda s: jnp.zeros((n,) + s.shape[2:], s.dtype),
+            jax.eval_shape(
+                f,
+                jax.ShapeDtypeStruct((n, 9, 2), jnp.float32),
+                jax.ShapeDtypeStruct((n, 9), jnp.int32),
+            ),
+        )
+
+        def scan(k, acc):
+            j = members[jnp.minimum(start[near] + k, n - 1)]
+            d = self.displacement(at[:, None], pos[j])
+            ok = inside & (k < count[near]) & ((d * d).sum(-1) <= radius * radius) & (j != i)
+            if include is not None:
+                ok = ok & include(i, j)
+            return jax.tree_util.tree_map(lambda a, v: a + _masked_sum(v, ok), acc, f(d, j))
+
+        return jax.lax.fori_loop(0, rounds, scan, zero)
+
+
+CELL_LIST_FROM = 100
+"""Agents from which :meth:`Continuous.neighbour_sum` uses cell lists (see the class)."""
+
+
+def _masked_sum(v: jax.Array, ok: jax.Array) -> jax.Array:
+    """Sum over axis 1 of ``v`` where ``ok`` (``v`` broadcast to ``ok``'s shape first)."""
+    extra = max(v.ndim - ok.ndim, 0)
+    return jnp.where(ok.reshape(ok.shape + (1,) * extra), v, 0).sum(1)

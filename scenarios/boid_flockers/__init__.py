@@ -1,0 +1,1 @@
+"""Mesa's BoidFlockers benchmark model as a study."""
