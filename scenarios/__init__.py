@@ -58,6 +58,11 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "scenarios.boltzmann_wealth.model:BoltzmannWealth",
     ),
     "schelling": ("scenarios.schelling.config:SchellingParams", "scenarios.schelling.model:Schelling"),
+    "conformity": ("scenarios.conformity.config:ConformityParams", "scenarios.conformity.model:Conformity"),
+    "learning-aware-ipd": (
+        "scenarios.learning_aware_ipd.config:LearningAwareIPDParams",
+        "scenarios.learning_aware_ipd.model:LearningAwareIPD",
+    ),
     "boid-flockers": (
         "scenarios.boid_flockers.config:BoidFlockersParams",
         "scenarios.boid_flockers.model:BoidFlockers",
