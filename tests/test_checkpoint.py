@@ -7,27 +7,35 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import (
+    SEED,
+    SOCIETY,
+    kill_after_checkpoint,
+    same_rows,
+    same_run,
+    start,
+    wait_for_checkpoint,
+)
+
+# test_study.py imports these from here, under their old names, until it imports from conftest
+from conftest import killed_in_process as _killed_in_process  # noqa: F401
+from conftest import same_run as _same_run  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import scenarios
-from sim_core.checkpoint import CheckpointError, Checkpoints, load_for_resume, read, write
+from sim_core.checkpoint import CheckpointError, load_for_resume, read, write
 from sim_core.errors import ConfigError
 from sim_core.recorder import read_metrics
 from sim_core.scheduler import Scheduler, SnapshotError
 
-SOCIETY = str(Path(sys.executable).with_name("society"))
 # 2000 agents, synchronous updating: 20 moments of 1000 generations, a checkpoint after each.
 GAME = {"population": 2000, "steps": 20000, "synchronous": True, "record_every": 10}
-SEED = 3
 
 
 def _traced(trace: list) -> Scheduler:
@@ -69,18 +77,43 @@ def test_an_unregistered_handler_cannot_be_saved() -> None:
         sim.snapshot()
     restored = Scheduler()
     with pytest.raises(SnapshotError, match="'tick', which is not registered"):
-        restored.restore({"now": 0, "next_seq": 1, "dispatched": 0, "events": [
-            {"handler": "tick", "args": [], "time": 1.0, "priority": 0, "seq": 0, "agents": None, "name": None}]})
+        restored.restore(
+            {
+                "now": 0,
+                "next_seq": 1,
+                "dispatched": 0,
+                "events": [
+                    {
+                        "handler": "tick",
+                        "args": [],
+                        "time": 1.0,
+                        "priority": 0,
+                        "seq": 0,
+                        "agents": None,
+                        "name": None,
+                    }
+                ],
+            }
+        )
 
 
 def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
-    doc = {"format": 1, "world": {"s": np.arange(6, dtype=np.int8).reshape(2, 3), "gen": 4},
-           "done": {0: (np.array([0.5]), np.array([1.0]))}, "nan": float("nan")}
+    doc = {
+        "format": 1,
+        "world": {"s": np.arange(6, dtype=np.int8).reshape(2, 3), "gen": 4},
+        "done": {0: (np.array([0.5]), np.array([1.0]))},
+        "nan": float("nan"),
+    }
     path = tmp_path / "checkpoint.npz"
     write(path, doc)
     back = read(path)
-    assert back["world"]["s"].dtype == np.int8 and back["world"]["s"].tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert back["world"]["gen"] == 4 and isinstance(back["done"][0], tuple) and np.isnan(back["nan"])
+    assert back["world"]["s"].dtype == np.int8 and back["world"]["s"].tolist() == [
+        [0, 1, 2],
+        [3, 4, 5],
+    ]
+    assert (
+        back["world"]["gen"] == 4 and isinstance(back["done"][0], tuple) and np.isnan(back["nan"])
+    )
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(CheckpointError, match="corrupt") as err:
         read(path)
@@ -93,96 +126,33 @@ def reference() -> pd.DataFrame:
     return scenarios.run("network-game", seed=SEED, write=False, **GAME).metrics
 
 
-def _start(out: Path, scenario: str = "network-game", config: dict = GAME, *extra: str) -> subprocess.Popen:
-    args = [SOCIETY, "run", scenario, "--seed", str(SEED), "--checkpoint-every", "1", "--out", str(out), *extra]
-    for k, v in config.items():
-        args += ["--set", f"{k}={str(v).lower()}"]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "CI": "1"})
-
-
-def _wait_for_checkpoint(proc: subprocess.Popen, out: Path, ready: Callable[[dict], bool] | None = None) -> None:
-    """Until a checkpoint exists (and ``ready(checkpoint)`` holds), the run still going."""
-    deadline = time.monotonic() + 600  # start-up on a loaded 2-core machine; not a speed bound
-    while True:
-        assert proc.poll() is None, f"the run ended before the checkpoint awaited: {proc.communicate()}"
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        if (out / "checkpoint.npz").exists():
-            if ready is None:
-                return
-            try:
-                if ready(read(out / "checkpoint.npz")):
-                    return
-            except (CheckpointError, TypeError):  # a checkpoint between batches holds no world
-                pass
-        time.sleep(0.01)
-
-
-def _kill_after_checkpoint(out: Path, scenario: str, config: dict, *extra: str, ready=None, wait: float = 0.0) -> None:
-    """Start ``society run`` (a checkpoint every moment), SIGKILL it once a checkpoint exists
-    (and ``ready`` holds; then ``wait`` seconds more), and check it was still running."""
-    proc = _start(out, scenario, config, *extra)
-    _wait_for_checkpoint(proc, out, ready)
-    time.sleep(wait)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert json.loads((out / "summary.json").read_text())["status"] == "running", "finished before the kill"
-
-
-class _Killed(Exception):
-    pass
-
-
-def _killed_in_process(monkeypatch: pytest.MonkeyPatch, scenario: str, moment: int, out: Path, config: dict, **kw) -> None:
-    """Run with a checkpoint every moment and die at the end of the moment after ``moment``,
-    before its checkpoint: that moment's rows (and transcript lines) are written, then lost."""
-    save = Checkpoints.save
-
-    def die_after(self, batch, sim, world):
-        if sim is not None and self.saved == moment:
-            raise _Killed
-        save(self, batch, sim, world)
-
-    with monkeypatch.context() as m:
-        m.setattr(Checkpoints, "save", die_after)
-        with pytest.raises(_Killed):
-            scenarios.run(scenario, seed=SEED, out=out, checkpoint_every=1, config=config, **kw)
-
-
-def _same_rows(run_dir: Path, reference: pd.DataFrame) -> None:
-    got = read_metrics(run_dir)
-    pd.testing.assert_frame_equal(got.reset_index(drop=True), reference.reset_index(drop=True), check_dtype=False)
-
-
-def _same_run(result, reference, out: Path) -> None:
-    """A resumed run completed from its checkpoint with the reference's headline values
-    (exactly, NaN where it has NaN) and rows."""
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    for k, v in reference.summary["metrics"].items():
-        np.testing.assert_array_equal(result.summary["metrics"][k]["values"], v["values"], err_msg=k)
-    _same_rows(out, reference.metrics)
-
-
-def test_a_run_killed_mid_moment_resumes_to_the_same_rows(tmp_path: Path, reference: pd.DataFrame) -> None:
+def test_a_run_killed_mid_moment_resumes_to_the_same_rows(
+    tmp_path: Path, reference: pd.DataFrame
+) -> None:
     out = tmp_path / "run"
-    proc = _start(out)
-    _wait_for_checkpoint(proc, out)
+    proc = start(out, "network-game", GAME)
+    wait_for_checkpoint(proc, out)
     proc.send_signal(signal.SIGKILL)  # the next moment is being computed: it dies half done
     proc.wait()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "running"  # killed: nothing finished it
     assert len(read_metrics(out)) < len(reference)
     result = scenarios.run("network-game", seed=SEED, resume=out, config=GAME)
-    assert result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
-    _same_rows(out, reference)
+    assert (
+        result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
+    )
+    same_rows(out, reference)
     assert not (out / "checkpoint.npz").exists()  # completed: nothing is left to resume
     with pytest.raises(ConfigError, match="already completed"):
         scenarios.run("network-game", seed=SEED, resume=out, config=GAME)
 
 
-def test_sigterm_stops_at_a_checkpoint_and_society_resume_continues(tmp_path: Path, reference: pd.DataFrame) -> None:
+def test_sigterm_stops_at_a_checkpoint_and_society_resume_continues(
+    tmp_path: Path, reference: pd.DataFrame
+) -> None:
     out = tmp_path / "run"
-    proc = _start(out)
-    _wait_for_checkpoint(proc, out)
+    proc = start(out, "network-game", GAME)
+    wait_for_checkpoint(proc, out)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate()
     assert proc.returncode == 130, stderr
@@ -191,10 +161,12 @@ def test_sigterm_stops_at_a_checkpoint_and_society_resume_continues(tmp_path: Pa
     assert "SIGTERM" in summary["stop_reason"] and "society resume" in summary["stop_reason"]
     with pytest.raises(ConfigError, match="belongs to another run.*seed"):
         scenarios.run("network-game", seed=SEED + 1, resume=out, config=GAME)
-    done = subprocess.run([SOCIETY, "resume", str(out)], capture_output=True, text=True, env={**os.environ, "CI": "1"})
+    done = subprocess.run(
+        [SOCIETY, "resume", str(out)], capture_output=True, text=True, env={**os.environ, "CI": "1"}
+    )
     assert done.returncode == 0, done.stderr
     assert "status: completed" in done.stdout
-    _same_rows(out, reference)
+    same_rows(out, reference)
 
 
 # division-of-labour's rule engine: 2 replicates in one batch, 10 chunks of 1000 steps.
@@ -204,31 +176,51 @@ COLONY = {"population": 1000, "steps": 10000, "average_from": 5000, "record_ever
 def test_a_killed_division_of_labour_run_resumes_to_the_same_rows(tmp_path: Path) -> None:
     reference = scenarios.run("division-of-labour", seed=SEED, replicates=2, write=False, **COLONY)
     out = tmp_path / "run"
-    _kill_after_checkpoint(out, "division-of-labour", COLONY, "--replicates", "2")
-    _same_run(scenarios.run("division-of-labour", seed=SEED, replicates=2, resume=out, config=COLONY), reference, out)
+    kill_after_checkpoint(out, "division-of-labour", COLONY, "--replicates", "2")
+    same_run(
+        scenarios.run("division-of-labour", seed=SEED, replicates=2, resume=out, config=COLONY),
+        reference,
+        out,
+    )
 
 
 # indirect-reciprocity with rule and learned agents: the learned cohort's policies and
 # optimiser state are part of the checkpoint (the population's state_dict).
-COUNCIL = {"agents": "mixed", "split": "rules:1,learned:1", "population": 60, "steps": 400, "learning": "reinforce"}
+COUNCIL = {
+    "agents": "mixed",
+    "split": "rules:1,learned:1",
+    "population": 60,
+    "steps": 400,
+    "learning": "reinforce",
+}
 
 
 def test_a_killed_run_with_learning_agents_resumes_to_the_same_rows(tmp_path: Path) -> None:
     reference = scenarios.run("indirect-reciprocity", seed=SEED, write=False, **COUNCIL)
     out = tmp_path / "run"
     # some moments after the first checkpoint: the learned agents have moved from their start
-    _kill_after_checkpoint(out, "indirect-reciprocity", COUNCIL, wait=0.5)
-    _same_run(scenarios.run("indirect-reciprocity", seed=SEED, resume=out, config=COUNCIL), reference, out)
+    kill_after_checkpoint(out, "indirect-reciprocity", COUNCIL, wait=0.5)
+    same_run(
+        scenarios.run("indirect-reciprocity", seed=SEED, resume=out, config=COUNCIL), reference, out
+    )
 
 
 def test_resume_refuses_what_is_not_a_stopped_run(tmp_path: Path) -> None:
     done = subprocess.run([SOCIETY, "resume", str(tmp_path)], capture_output=True, text=True)
-    assert done.returncode == 2 and "no summary.json" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert (
+        done.returncode == 2
+        and "no summary.json" in done.stderr
+        and len(done.stderr.strip().splitlines()) == 1
+    )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=400), keep=st.integers(0, 2000))
-def test_a_corrupt_checkpoint_is_one_line_and_leaves_the_run_alone(tmp_path: Path, data: bytes, keep: int) -> None:
+def test_a_corrupt_checkpoint_is_one_line_and_leaves_the_run_alone(
+    tmp_path: Path, data: bytes, keep: int
+) -> None:
     """Random bytes, and truncations of a real checkpoint, give a one-line CheckpointError
     before resume touches the run directory's metrics."""
     run = tmp_path / "run"

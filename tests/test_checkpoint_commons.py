@@ -11,8 +11,15 @@ import zlib
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _kill_after_checkpoint, _killed_in_process, _same_run
-from test_scenario_commons import LLM, schema_props, user_text
+from conftest import (
+    SEED,
+    TEST_LLM,
+    commons_schema_props,
+    commons_user_text,
+    kill_after_checkpoint,
+    killed_in_process,
+    same_run,
+)
 
 import scenarios
 from sim_core.checkpoint import read
@@ -21,49 +28,73 @@ from society.llm.testserver import TestServer
 # Greedy and sustainable rule fishers: every lake collapses in month 3 of 6, every episode.
 RULES = {"agents": "rules", "strategies": "greedy:1,sustainable:1", "steps": 6, "episodes": 30}
 # With learned fishers some episodes run their 6 months, in others every lake collapses early.
-MIXED = {**RULES, "agents": "mixed", "split": "rules:2,learned:3", "episodes": 20, "learning_rate": 0.5}
+MIXED = {
+    **RULES,
+    "agents": "mixed",
+    "split": "rules:2,learned:3",
+    "episodes": 20,
+    "learning_rate": 0.5,
+}
 
 
 @pytest.mark.parametrize("config", [RULES, MIXED], ids=["rules", "rules+learned"])
 def test_a_killed_commons_run_resumes_to_the_same_rows(tmp_path: Path, config: dict) -> None:
     reference = scenarios.run("commons", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    _kill_after_checkpoint(out, "commons", config, "--replicates", "2")
-    _same_run(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out)
+    kill_after_checkpoint(out, "commons", config, "--replicates", "2")
+    same_run(
+        scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out
+    )
 
 
-def test_killed_after_every_lake_collapsed_the_next_episode_starts_on_time(tmp_path: Path, monkeypatch) -> None:
+def test_killed_after_every_lake_collapsed_the_next_episode_starts_on_time(
+    tmp_path: Path, monkeypatch
+) -> None:
     config = {**RULES, "episodes": 3}
     reference = scenarios.run("commons", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    _killed_in_process(monkeypatch, "commons", 3, out, config, replicates=2)  # month 3 of episode 1: both lakes collapse
+    killed_in_process(
+        monkeypatch, "commons", 3, out, config, replicates=2
+    )  # month 3 of episode 1: both lakes collapse
     sched = read(out / "checkpoint.npz")["scheduler"]
-    assert sched["now"] == 2.0 and [e["time"] for e in sched["events"]] == [6.0]  # episode 2, month 1
-    _same_run(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out)
+    assert sched["now"] == 2.0 and [e["time"] for e in sched["events"]] == [
+        6.0
+    ]  # episode 2, month 1
+    same_run(
+        scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out
+    )
 
 
 def chatty_reply(body: dict) -> str:
     """A stand-in model whose message and catch hang on every character of the prompt (the
     lake's history, the posts of the month): a state not restored shows."""
-    h = zlib.crc32(user_text(body).encode())
-    if "message" in schema_props(body):
+    h = zlib.crc32(commons_user_text(body).encode())
+    if "message" in commons_schema_props(body):
         return json.dumps({"message": f"I plan {h % 97} tons."})
-    share = float(re.search(r"catches more than ([0-9.]+) tons", user_text(body)).group(1))
+    share = float(re.search(r"catches more than ([0-9.]+) tons", commons_user_text(body)).group(1))
     return json.dumps({"reason": "x", "catch": round(share * (0.5 + (h % 100) / 100), 2)})
 
 
-def test_talking_llm_fishers_resume_to_the_same_rows_and_messages(tmp_path: Path, monkeypatch) -> None:
+def test_talking_llm_fishers_resume_to_the_same_rows_and_messages(
+    tmp_path: Path, monkeypatch
+) -> None:
     """Rule, learned and LLM fishers who post messages; killed in month 3 of episode 1. The
     transcript lines written after the checkpoint are not written twice."""
     config = {"agents": "mixed", "split": "rules:1,learned:2,llm:2", "steps": 4, "episodes": 2,
               "universalization": True, "message_chars": 60}  # fmt: skip
     srv = TestServer(reply=chatty_reply).start_in_thread()
     try:
-        kw = {"llm": LLM, "api_base": srv.url + "/v1"}
-        reference = scenarios.run("commons", seed=SEED, replicates=2, out=tmp_path / "ref", config=config, **kw)
+        kw = {"llm": TEST_LLM, "api_base": srv.url + "/v1"}
+        reference = scenarios.run(
+            "commons", seed=SEED, replicates=2, out=tmp_path / "ref", config=config, **kw
+        )
         out = tmp_path / "run"
-        _killed_in_process(monkeypatch, "commons", 3, out, config, **kw, replicates=2)
-        _same_run(scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
+        killed_in_process(monkeypatch, "commons", 3, out, config, **kw, replicates=2)
+        same_run(
+            scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config, **kw),
+            reference,
+            out,
+        )
     finally:
         srv.stop()
     want = (tmp_path / "ref" / "messages.jsonl").read_text()

@@ -8,8 +8,14 @@ import math
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _kill_after_checkpoint, _same_rows, _same_run
-from test_scenario_donor_game import LLM, half_reply
+from conftest import (
+    SEED,
+    TEST_LLM,
+    donor_game_half_reply,
+    kill_after_checkpoint,
+    same_rows,
+    same_run,
+)
 
 import scenarios
 from society.llm.testserver import TestServer
@@ -42,33 +48,52 @@ def test_a_killed_donor_game_resumes_to_the_same_rows(tmp_path: Path, case: str)
     out = tmp_path / "run"
     # the last --seed wins (a resume with another seed than the run's is refused below)
     extra = ("--replicates", str(replicates), "--seed", str(seed))
-    _kill_after_checkpoint(out, "donor-game", config, *extra, ready=_after(2))
-    _same_run(scenarios.run("donor-game", seed=seed, replicates=replicates, resume=out, config=config), reference, out)
+    kill_after_checkpoint(out, "donor-game", config, *extra, ready=_after(2))
+    same_run(
+        scenarios.run("donor-game", seed=seed, replicates=replicates, resume=out, config=config),
+        reference,
+        out,
+    )
 
 
 # Rules and LLM agents against the test server: the LLM agents' strategies (their personas)
 # and the client's accounting continue from the checkpoint.
-LLM_MIX = {"agents": "mixed", "split": "rules:1,llm:1", "population": 4, "steps": 4, "generations": 6}
+LLM_MIX = {
+    "agents": "mixed",
+    "split": "rules:1,llm:1",
+    "population": 4,
+    "steps": 4,
+    "generations": 6,
+}
 
 
 def test_a_killed_donor_game_with_llm_agents_resumes_to_the_same_rows(tmp_path: Path) -> None:
-    srv = TestServer(reply=half_reply).start_in_thread()
-    llm = {"llm": LLM, "api_base": srv.url + "/v1"}
+    srv = TestServer(reply=donor_game_half_reply).start_in_thread()
+    llm = {"llm": TEST_LLM, "api_base": srv.url + "/v1"}
     try:
         reference = scenarios.run("donor-game", seed=SEED, write=False, **llm, **LLM_MIX)
         out = tmp_path / "run"
-        _kill_after_checkpoint(out, "donor-game", LLM_MIX, "--llm", llm["llm"], "--api-base", llm["api_base"], ready=_after(2))
+        kill_after_checkpoint(
+            out,
+            "donor-game",
+            LLM_MIX,
+            "--llm",
+            llm["llm"],
+            "--api-base",
+            llm["api_base"],
+            ready=_after(2),
+        )
         result = scenarios.run("donor-game", seed=SEED, resume=out, config=LLM_MIX, **llm)
     finally:
         srv.stop()
-    _same_run(result, reference, out)  # llm_* accounting rows included
+    same_run(result, reference, out)  # llm_* accounting rows included
 
 
 def test_a_run_stopped_by_its_llm_budget_resumes_to_the_same_stop(tmp_path: Path) -> None:
     """The budget spent is part of the checkpoint: resuming a run that its budget stopped
     after the first of two batches starts no new batch and asks the model nothing more."""
-    srv = TestServer(reply=half_reply).start_in_thread()
-    run = dict(seed=SEED, replicates=2, batch_replicates=1, llm=LLM, api_base=srv.url + "/v1")
+    srv = TestServer(reply=donor_game_half_reply).start_in_thread()
+    run = dict(seed=SEED, replicates=2, batch_replicates=1, llm=TEST_LLM, api_base=srv.url + "/v1")
     config = {**LLM_MIX, "generations": 2, "llm_budget_tokens": 5000}  # ~4000 a generation
     try:
         first = scenarios.run("donor-game", out=tmp_path / "run", config=config, **run)
@@ -81,5 +106,7 @@ def test_a_run_stopped_by_its_llm_budget_resumes_to_the_same_stop(tmp_path: Path
     assert again.summary["stop_reason"].startswith("LLM budget reached")
     assert srv.requests == asked  # nothing asked after the resume
     values = again.summary["metrics"]["mean_resources"]["values"]
-    assert values[0] == first.summary["metrics"]["mean_resources"]["values"][0] and math.isnan(values[1])
-    _same_rows(tmp_path / "run", first.metrics)
+    assert values[0] == first.summary["metrics"]["mean_resources"]["values"][0] and math.isnan(
+        values[1]
+    )
+    same_rows(tmp_path / "run", first.metrics)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
+from conftest import SEED, kill_after_checkpoint, same_run
 
 import scenarios
 from sim_core.checkpoint import read
@@ -46,8 +46,12 @@ def test_a_killed_epidemic_run_resumes_to_the_same_rows(tmp_path: Path, path: st
     # _start lower-cases values: pass the upper-case ones (model=SEIR) as they are
     lower = {k: v for k, v in config.items() if str(v).lower() == str(v)}
     upper = [a for k, v in config.items() if k not in lower for a in ("--set", f"{k}={v}")]
-    _kill_after_checkpoint(out, "epidemic", lower, "--replicates", "2", *upper)
+    kill_after_checkpoint(out, "epidemic", lower, "--replicates", "2", *upper)
     assert read(out / "checkpoint.npz")["world"] is not None  # killed inside the batch
     reference = scenarios.run("epidemic", seed=SEED, replicates=2, write=False, **config)
     assert len(read_metrics(out)) < len(reference.metrics)
-    _same_run(scenarios.run("epidemic", seed=SEED, replicates=2, resume=out, config=config), reference, out)
+    same_run(
+        scenarios.run("epidemic", seed=SEED, replicates=2, resume=out, config=config),
+        reference,
+        out,
+    )

@@ -10,8 +10,15 @@ import zlib
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _kill_after_checkpoint, _killed_in_process, _same_run
-from test_scenario_market import LLM, cost_in, user_text
+from conftest import (
+    SEED,
+    TEST_LLM,
+    kill_after_checkpoint,
+    killed_in_process,
+    market_cost_in,
+    market_user_text,
+    same_run,
+)
 
 import scenarios
 from sim_core.checkpoint import read
@@ -33,29 +40,43 @@ def test_a_killed_market_run_resumes_to_the_same_rows(tmp_path: Path, case: str)
     config = CASES[case]
     reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    _kill_after_checkpoint(out, "market", config, "--replicates", "2")
-    _same_run(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config), reference, out)
+    kill_after_checkpoint(out, "market", config, "--replicates", "2")
+    same_run(
+        scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config), reference, out
+    )
 
 
 @pytest.mark.parametrize("moment", [1, 3, 5])
-def test_arrivals_resume_from_any_moment_of_a_period(tmp_path: Path, monkeypatch, moment: int) -> None:
+def test_arrivals_resume_from_any_moment_of_a_period(
+    tmp_path: Path, monkeypatch, moment: int
+) -> None:
     """Killed after the pricing step (1), an arrival (3) or the close (5) of period 1: the
     arrival events still queued and the arrival draws' generator carry on as they would."""
     reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **ARRIVALS)
     out = tmp_path / "run"
-    _killed_in_process(monkeypatch, "market", moment, out, ARRIVALS, replicates=2)
+    killed_in_process(monkeypatch, "market", moment, out, ARRIVALS, replicates=2)
     queued = {e["name"] for e in read(out / "checkpoint.npz")["scheduler"]["events"]}
     assert ("market close" in queued) == (moment != 5)
-    _same_run(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=ARRIVALS), reference, out)
+    same_run(
+        scenarios.run("market", seed=SEED, replicates=2, resume=out, config=ARRIVALS),
+        reference,
+        out,
+    )
 
 
 def prompt_reply(body: dict) -> str:
     """A stand-in model whose price hangs on every character of the prompt (the firm's own
     history, its rivals' prices, ratings and listings): a state not restored shows."""
-    prompt = user_text(body)
+    prompt = market_user_text(body)
     period = re.search(r"This is period (\d+) of", prompt).group(1)
-    price = cost_in(body) + 0.25 + (zlib.crc32(prompt.encode()) % 100) / 100
-    return json.dumps({"reason": "x", "price": price, "listing": f"Goods {zlib.crc32(prompt.encode()) % 7} p{period}"})
+    price = market_cost_in(body) + 0.25 + (zlib.crc32(prompt.encode()) % 100) / 100
+    return json.dumps(
+        {
+            "reason": "x",
+            "price": price,
+            "listing": f"Goods {zlib.crc32(prompt.encode()) % 7} p{period}",
+        }
+    )
 
 
 def test_llm_firms_resume_to_the_same_rows(tmp_path: Path, monkeypatch) -> None:
@@ -64,10 +85,14 @@ def test_llm_firms_resume_to_the_same_rows(tmp_path: Path, monkeypatch) -> None:
     config = {**BASE, "agents": "mixed", "split": "rules:1,learned:1,llm:2", "steps": 6}
     srv = TestServer(reply=prompt_reply).start_in_thread()
     try:
-        kw = {"llm": LLM, "api_base": srv.url + "/v1"}
+        kw = {"llm": TEST_LLM, "api_base": srv.url + "/v1"}
         reference = scenarios.run("market", seed=SEED, replicates=2, write=False, **kw, **config)
         out = tmp_path / "run"
-        _killed_in_process(monkeypatch, "market", 3, out, config, **kw, replicates=2)
-        _same_run(scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config, **kw), reference, out)
+        killed_in_process(monkeypatch, "market", 3, out, config, **kw, replicates=2)
+        same_run(
+            scenarios.run("market", seed=SEED, replicates=2, resume=out, config=config, **kw),
+            reference,
+            out,
+        )
     finally:
         srv.stop()

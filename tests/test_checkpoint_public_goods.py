@@ -10,8 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
-from test_scenario_public_goods import reply
+from conftest import SEED, kill_after_checkpoint, public_goods_reply, same_run
 
 import scenarios
 from society.llm.testserver import TestServer
@@ -46,21 +45,32 @@ def test_a_killed_public_goods_run_resumes_to_the_same_rows(tmp_path: Path, case
     config, rounds = CASES[case]
     reference = scenarios.run("public-goods", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    _kill_after_checkpoint(out, "public-goods", config, "--replicates", "2", ready=_after(rounds))
-    _same_run(scenarios.run("public-goods", seed=SEED, replicates=2, resume=out, config=config), reference, out)
+    kill_after_checkpoint(out, "public-goods", config, "--replicates", "2", ready=_after(rounds))
+    same_run(
+        scenarios.run("public-goods", seed=SEED, replicates=2, resume=out, config=config),
+        reference,
+        out,
+    )
 
 
 def _history_reply(body: dict) -> str:
     """The test server's replies, with contributions that depend on the whole prompt: on
     the past rounds an LLM agent is told (the world's history, part of the checkpoint)."""
-    out = json.loads(reply(body))
+    out = json.loads(public_goods_reply(body))
     if "contribution" in out:
         out["contribution"] = len(body["messages"][-1]["content"]) % 21
     return json.dumps(out)
 
 
 # The per-round path with LLM agents: rules and LLM agents, punishment, two rounds of memory.
-LLM_MIX = {"agents": "mixed", "split": "rules:1,llm:1", "population": 8, "steps": 30, "punishment": True, "llm_memory": 2}
+LLM_MIX = {
+    "agents": "mixed",
+    "split": "rules:1,llm:1",
+    "population": 8,
+    "steps": 30,
+    "punishment": True,
+    "llm_memory": 2,
+}
 
 
 def test_a_killed_public_goods_run_with_llm_agents_resumes_to_the_same_rows(tmp_path: Path) -> None:
@@ -69,8 +79,17 @@ def test_a_killed_public_goods_run_with_llm_agents_resumes_to_the_same_rows(tmp_
     try:
         reference = scenarios.run("public-goods", seed=SEED, write=False, **llm, **LLM_MIX)
         out = tmp_path / "run"
-        _kill_after_checkpoint(out, "public-goods", LLM_MIX, "--llm", llm["llm"], "--api-base", llm["api_base"], ready=_after(5))
+        kill_after_checkpoint(
+            out,
+            "public-goods",
+            LLM_MIX,
+            "--llm",
+            llm["llm"],
+            "--api-base",
+            llm["api_base"],
+            ready=_after(5),
+        )
         result = scenarios.run("public-goods", seed=SEED, resume=out, config=LLM_MIX, **llm)
     finally:
         srv.stop()
-    _same_run(result, reference, out)  # llm_* accounting rows included
+    same_run(result, reference, out)  # llm_* accounting rows included

@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from test_checkpoint import SEED, _kill_after_checkpoint, _same_run
-from test_scenario_skill_society import _scripted
+from conftest import SEED, kill_after_checkpoint, same_run, skill_society_scripted
 
 import scenarios
 from society.artifacts import ArtifactStore
@@ -32,13 +31,19 @@ def _stores(run_dir: Path) -> pd.DataFrame:
         return store.to_dataframe().sort_values("id").reset_index(drop=True)
 
 
-def _kill_and_resume(tmp_path: Path, config: dict, *extra: str, wait: float = 0.0, **options) -> tuple:
-    reference = scenarios.run("skill-society", seed=SEED, out=tmp_path / "ref", config=config, **options)
+def _kill_and_resume(
+    tmp_path: Path, config: dict, *extra: str, wait: float = 0.0, **options
+) -> tuple:
+    reference = scenarios.run(
+        "skill-society", seed=SEED, out=tmp_path / "ref", config=config, **options
+    )
     out = tmp_path / "run"
     # checkpoints 7 moments apart: the kill lands after store writes the checkpoint lacks
-    _kill_after_checkpoint(out, "skill-society", config, "--checkpoint-every", "7", *extra, wait=wait)
+    kill_after_checkpoint(
+        out, "skill-society", config, "--checkpoint-every", "7", *extra, wait=wait
+    )
     result = scenarios.run("skill-society", seed=SEED, resume=out, config=config, **options)
-    _same_run(result, reference, out)
+    same_run(result, reference, out)
     pd.testing.assert_frame_equal(_stores(out), _stores(tmp_path / "ref"))
     return reference, result
 
@@ -49,7 +54,7 @@ def test_a_killed_numeric_run_resumes_to_the_same_rows_and_stores(tmp_path: Path
 
 
 def test_a_killed_llm_run_resumes_with_its_attempt_in_flight(tmp_path: Path) -> None:
-    srv = TestServer(reply=_scripted, latency=0.02).start_in_thread()
+    srv = TestServer(reply=skill_society_scripted, latency=0.02).start_in_thread()
     try:
         llm = {"llm": "openai/test-model", "api_base": srv.url + "/v1"}
         reference, result = _kill_and_resume(
@@ -58,4 +63,6 @@ def test_a_killed_llm_run_resumes_with_its_attempt_in_flight(tmp_path: Path) -> 
     finally:
         srv.stop()
     usage = lambda r: r.metrics[r.metrics["metric"] == "llm_tokens"]["value"].tolist()  # noqa: E731
-    assert usage(reference) == usage(result) and usage(reference)[0] > 0  # usage kept across the kill
+    assert (
+        usage(reference) == usage(result) and usage(reference)[0] > 0
+    )  # usage kept across the kill

@@ -9,11 +9,11 @@ import sys
 
 import pandas as pd
 import pytest
+from conftest import skill_society_scripted
 
 import scenarios
 from sim_core.recorder import read_metrics
 from society.llm.testserver import TestServer
-from tests.test_scenario_skill_society import _scripted
 
 RUN = dict(
     seed=3, llm="openai/test-model", agents="mixed", split="learned:6,llm:2", population=8,
@@ -35,7 +35,7 @@ def _logical(frame: pd.DataFrame) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     out = tmp_path_factory.mktemp("replay") / "run"
-    srv = TestServer(reply=_scripted, latency=0.01).start_in_thread()
+    srv = TestServer(reply=skill_society_scripted, latency=0.01).start_in_thread()
     try:
         res = scenarios.run("skill-society", out=out, api_base=srv.url + "/v1", **RUN)
     finally:
@@ -66,12 +66,18 @@ def test_replay_with_a_missing_reply_fails_in_one_line(finished, tmp_path):
     done = _cli("replay", str(other), "--out", str(tmp_path / "again"))
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: replay:") and "Traceback" not in done.stderr
+    assert (
+        len(lines) == 1 and lines[0].startswith("error: replay:") and "Traceback" not in done.stderr
+    )
 
 
 def test_replay_of_something_that_is_not_a_run_is_one_line(tmp_path):
     done = _cli("replay", str(tmp_path))
-    assert done.returncode == 2 and done.stderr.startswith("error: ") and "no summary.json" in done.stderr
+    assert (
+        done.returncode == 2
+        and done.stderr.startswith("error: ")
+        and "no summary.json" in done.stderr
+    )
     (tmp_path / "summary.json").write_text("{not json")
     done = _cli("replay", str(tmp_path))
     assert done.returncode == 2 and "not a readable summary" in done.stderr

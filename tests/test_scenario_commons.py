@@ -10,14 +10,13 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import TEST_LLM, commons_schema_props, commons_user_text
 
 import scenarios
 from scenarios.commons.config import CommonsConfig
 from scenarios.commons.dynamics import fish, observe, regrow, sustainable_catch
 from sim_core.errors import ConfigError
 from society.llm.testserver import TestServer
-
-LLM = "openai/test-model"
 
 
 def run(**kw):
@@ -251,24 +250,14 @@ def test_observed_shares_do_not_depend_on_the_batch():
 
 
 # -- LLM fishers against the test server ------------------------------------------------------------
-def schema_props(body: dict) -> dict:
-    fmt = body.get("response_format") or {}
-    schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or {}
-    return schema.get("properties", {})
-
-
-def user_text(body: dict) -> str:
-    return body["messages"][-1]["content"]
-
-
 LONG = "Let us each catch the sustainable share. " * 30  # 1230 characters
 
 
 def sustainable_reply(body: dict) -> str:
     """A careful fisher: posts a (long) proposal, then catches the universalization share."""
-    if "message" in schema_props(body):
+    if "message" in commons_schema_props(body):
         return json.dumps({"message": LONG})
-    share = float(re.search(r"catches more than ([0-9.]+) tons", user_text(body)).group(1))
+    share = float(re.search(r"catches more than ([0-9.]+) tons", commons_user_text(body)).group(1))
     return json.dumps({"reason": "keep the lake full", "catch": share})
 
 
@@ -282,7 +271,7 @@ def server():
 
 
 def llm_run(server, **kw):
-    return run(llm=LLM, api_base=server.url + "/v1", universalization=True, **kw)
+    return run(llm=TEST_LLM, api_base=server.url + "/v1", universalization=True, **kw)
 
 
 def test_llm_fishers_play_the_protocol(server, tmp_path):
@@ -301,15 +290,15 @@ def test_llm_fishers_play_the_protocol(server, tmp_path):
     assert values(res, "sustainability") == [1.0, 1.0]
     assert values(res, "catch_per_agent") == [30.0, 30.0]
     bodies = server.bodies[before:]
-    msgs = [b for b in bodies if "message" in schema_props(b)]
-    catches = [b for b in bodies if "catch" in schema_props(b)]
+    msgs = [b for b in bodies if "message" in commons_schema_props(b)]
+    catches = [b for b in bodies if "catch" in commons_schema_props(b)]
     # 5 fishers x 3 months x 2 lakes, one message and one catch each (identical prompts of
     # the two lakes go as one call with n = 2).
     assert sum(b.get("n", 1) for b in msgs) == sum(b.get("n", 1) for b in catches) == 30
     system = catches[0]["messages"][0]["content"]
     assert "carrying capacity of 100 tons" in system and "fewer than 5 tons" in system
     assert "along with 4 other fishers (" in system
-    last = user_text(catches[-1])
+    last = commons_user_text(catches[-1])
     assert "It is month 3 of 3" in last and "there are 100 tons" in last
     assert "catches more than 10 tons" in last  # universalization: 50 / 5
     assert "Month 2: the lake held 100 tons" in last and "total 50" in last
@@ -326,13 +315,15 @@ def test_llm_fishers_play_the_protocol(server, tmp_path):
 
 def test_llm_fishers_of_a_collapsed_lake_are_not_asked():
     def greedy(body):
-        if "message" in schema_props(body):
+        if "message" in commons_schema_props(body):
             return json.dumps({"message": "I take everything."})
         return json.dumps({"reason": "mine", "catch": 1000})
 
     srv = TestServer(reply=greedy).start_in_thread()
     try:
-        res = run(llm=LLM, api_base=srv.url + "/v1", agents="llm", steps=4, communication=False)
+        res = run(
+            llm=TEST_LLM, api_base=srv.url + "/v1", agents="llm", steps=4, communication=False
+        )
     finally:
         srv.stop()
     assert values(res, "survival_time") == [1.0]  # everyone asks 1000: the lake is shared out

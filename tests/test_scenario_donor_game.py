@@ -10,6 +10,12 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import (
+    TEST_LLM,
+    donor_game_half_reply,
+    donor_game_is_strategy_request,
+    donor_game_user_text,
+)
 
 import scenarios
 from scenarios.donor_game.config import DonorGameConfig
@@ -26,8 +32,6 @@ from scenarios.donor_game.dynamics import (
 from scenarios.donor_game.model import units_to_share
 from sim_core.errors import ConfigError
 from society.llm.testserver import TestServer
-
-LLM = "openai/test-model"
 
 
 def reference_mean_resources(
@@ -57,27 +61,10 @@ def reference_mean_resources(
     return sum(finals) / len(finals)
 
 
-def schema_of(body: dict) -> dict:
-    fmt = body.get("response_format") or {}
-    return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or {}
-
-
-def is_strategy_request(body: dict) -> bool:
-    return "strategy" in schema_of(body).get("properties", {})
-
-
-def user_text(body: dict) -> str:
-    return body["messages"][-1]["content"]
-
-
-def held_in_prompt(body: dict) -> float:
-    return float(re.search(r"You currently have ([0-9.]+) units", user_text(body)).group(1))
-
-
 def llm_run(reply, **params):
     srv = TestServer(reply=reply).start_in_thread()
     try:
-        res = scenarios.run("donor-game", llm=LLM, api_base=srv.url + "/v1", **params)
+        res = scenarios.run("donor-game", llm=TEST_LLM, api_base=srv.url + "/v1", **params)
     finally:
         srv.stop()
     return res, srv
@@ -223,18 +210,9 @@ def test_rule_agents_match_the_authors_protocol(share):
 
 
 # -- LLM agents against the test server -----------------------------------------------------------
-def half_reply(body: dict) -> str:
-    if is_strategy_request(body):
-        name = re.search(r"Your name is (\S+)\.", user_text(body)).group(1)
-        return json.dumps(
-            {"reasoning": "r", "strategy": f"My strategy will be to give half, says {name}."}
-        )
-    return json.dumps({"reasoning": "half", "amount": held_in_prompt(body) / 2})
-
-
 def test_llm_agents_play_the_protocol(tmp_path):
     res, srv = llm_run(
-        half_reply,
+        donor_game_half_reply,
         seed=1,
         out=tmp_path / "run",
         agents="llm",
@@ -245,19 +223,19 @@ def test_llm_agents_play_the_protocol(tmp_path):
     # LLM donors giving half reproduce the rule agents' arithmetic exactly.
     assert rows(res, "mean_resources")["value"].tolist() == [28.75, 28.75]
     assert rows(res, "donation_fraction")["value"].tolist() == [0.5, 0.5]
-    strategies = [b for b in srv.bodies if is_strategy_request(b)]
-    donors = [b for b in srv.bodies if not is_strategy_request(b)]
+    strategies = [b for b in srv.bodies if donor_game_is_strategy_request(b)]
+    donors = [b for b in srv.bodies if not donor_game_is_strategy_request(b)]
     assert len(strategies) == 4 + 2 and len(donors) == 2 * 4 * 2 * 2  # 4 agents, then 2 newcomers
     # Generation 1 writes strategies from the rules alone; newcomers from the survivors' advice.
-    assert all("advice" not in user_text(b) for b in strategies[:4])
-    later = user_text(strategies[-1])
+    assert all("advice" not in donor_game_user_text(b) for b in strategies[:4])
+    later = donor_game_user_text(strategies[-1])
     assert "best-performing 50%" in later and "final score" in later
     assert later.count("My strategy will be to give half, says 1_") == 2  # both survivors, quoted
     # A donor sees its own strategy, the round, the recipient's resources and trace.
-    first = user_text(donors[0])
+    first = donor_game_user_text(donors[0])
     assert "Your name is 1_" in first and "My strategy will be to give half, says 1_" in first
     assert "It is now round 1" in first and "did not have any previous interactions" in first
-    assert any("donated 50.00% of their resources" in user_text(b) for b in donors)
+    assert any("donated 50.00% of their resources" in donor_game_user_text(b) for b in donors)
     assert "2x the number of units" in donors[0]["messages"][0]["content"]
     # The client's accounting is recorded.
     total = res.metrics.query("metric == 'llm_requests' and cohort != cohort and agent != agent")
@@ -267,11 +245,11 @@ def test_llm_agents_play_the_protocol(tmp_path):
 
 def test_llm_punishment_and_invalid_offers_by_hand():
     def reply(body):
-        if is_strategy_request(body):
+        if donor_game_is_strategy_request(body):
             return json.dumps(
                 {"reasoning": "r", "strategy": "My strategy will be to punish first."}
             )
-        if "It is now round 1." in user_text(body):
+        if "It is now round 1." in donor_game_user_text(body):
             return json.dumps({"reasoning": "p", "action": "punish", "amount": 2})
         return json.dumps({"reasoning": "d", "action": "donate", "amount": 50})  # more than held
 
@@ -298,7 +276,7 @@ def test_selection_favours_defectors_over_unconditional_givers():
     # their endowment plus all they received, so they fill the top half: after one round of
     # selection the keepers' strategy is everyone's (checked in each of 2 replicates).
     def reply(body):
-        if is_strategy_request(body):
+        if donor_game_is_strategy_request(body):
             return json.dumps(
                 {"reasoning": "r", "strategy": "My strategy will be to keep everything."}
             )
@@ -320,7 +298,7 @@ def test_selection_favours_defectors_over_unconditional_givers():
     assert (keep > give).all()
     # The 6 newcomers of each replicate are LLM agents writing strategies from the survivors'.
     # (Identical prompts of the two replicates go as one call with n = 2: independent samples.)
-    asked = sum(b.get("n", 1) for b in srv.bodies if is_strategy_request(b))
+    asked = sum(b.get("n", 1) for b in srv.bodies if donor_game_is_strategy_request(b))
     assert asked == 2 * (6 + 6)
 
 
@@ -328,7 +306,7 @@ def test_budget_stops_the_run_cleanly():
     # About 450 tokens a request here (the test server counts words): the budget runs out in
     # generation 2, and the summary reports generation 1, the last one completed.
     res, srv = llm_run(
-        half_reply,
+        donor_game_half_reply,
         write=False,
         agents="llm",
         population=4,
@@ -349,9 +327,7 @@ def test_budget_stops_the_run_cleanly():
 
 # -- learned agents, determinism ------------------------------------------------------------------
 def test_learned_agents_same_seed_same_run_whatever_the_batching():
-    params = dict(
-        agents="learned", population=4, steps=4, generations=2, multiplier=3.0
-    )
+    params = dict(agents="learned", population=4, steps=4, generations=2, multiplier=3.0)
     a = scenarios.run("donor-game", seed=5, replicates=2, write=False, **params)
     b = scenarios.run("donor-game", seed=5, replicates=2, write=False, batch_replicates=1, **params)
     for k in ("mean_resources", "donation_fraction", "punishment_rate"):

@@ -10,6 +10,7 @@ import sys
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import TEST_LLM, market_cost_in, market_user_text
 
 import scenarios
 from scenarios.market.config import MarketConfig
@@ -24,7 +25,6 @@ from scenarios.market.model import HEADLINE
 from sim_core.errors import ConfigError
 from society.llm.testserver import TestServer
 
-LLM = "openai/test-model"
 SMALL = dict(population=3, consumers=20, capacity=8, steps=6)
 
 
@@ -185,23 +185,18 @@ def test_every_honest_price_is_clipped_and_a_fall_into_period_1_is_a_crash():
 
 
 # -- each kind of agent ------------------------------------------------------------------------------
-def user_text(body: dict) -> str:
-    """The firm's prompt (a repair request appends messages after it)."""
-    return body["messages"][1]["content"]
-
-
-def cost_in(body: dict) -> float:
-    return float(re.search(r"Your cost is ([0-9.]+) per unit", user_text(body)).group(1))
-
-
 def firm_reply(body: dict) -> str:
     # A rule-based stand-in for the model: cost + 0.75, a listing naming its period; the
     # firm in period 3 answers nonsense (the fallback keeps its last price).
-    period = int(re.search(r"This is period (\d+) of", user_text(body)).group(1))
+    period = int(re.search(r"This is period (\d+) of", market_user_text(body)).group(1))
     if period == 3:
         return "no idea"
     return json.dumps(
-        {"reason": "markup", "price": cost_in(body) + 0.75, "listing": f"Fresh goods p{period}"}
+        {
+            "reason": "markup",
+            "price": market_cost_in(body) + 0.75,
+            "listing": f"Fresh goods p{period}",
+        }
     )
 
 
@@ -218,7 +213,7 @@ def test_llm_firms_price_from_the_prompt(server, tmp_path):
         "market",
         seed=3,
         out=tmp_path / "run",
-        llm=LLM,
+        llm=TEST_LLM,
         api_base=server.url + "/v1",
         agents="llm",
         sybil=1,
@@ -229,7 +224,7 @@ def test_llm_firms_price_from_the_prompt(server, tmp_path):
     bodies = server.bodies[before:]
     # 3 firms x 6 periods, one request each (the period-3 replies fail, the repair fails too,
     # and the fallback keeps the last price, 1.75; the next period asks again).
-    prompts = [user_text(b) for b in bodies]
+    prompts = [market_user_text(b) for b in bodies]
     assert sum("This is period 1 of 6" in p for p in prompts) == 3
     assert (rows(res, "price", kind="llm")["value"] == 1.75).all()
     first = next(p for p in prompts if "This is period 2 of 6" in p)
@@ -264,7 +259,13 @@ def test_mixed_run_compares_kinds_whatever_the_replicate_batches(server):
 
     def run(**kw):
         return scenarios.run(
-            "market", seed=4, replicates=2, write=False, llm=LLM, api_base=server.url + "/v1", **kw
+            "market",
+            seed=4,
+            replicates=2,
+            write=False,
+            llm=TEST_LLM,
+            api_base=server.url + "/v1",
+            **kw,
         )
 
     res = run(**params)

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import public_goods_reply
 
 import scenarios
 from scenarios.public_goods.dynamics import (
@@ -255,21 +256,9 @@ def test_same_results_whatever_the_batching(kw):
 
 
 # -- LLM agents -------------------------------------------------------------------------------
-def reply(body: dict) -> str:
-    """Give everything in round 1 and nothing after when punishment is on (else always give
-    everything); punish member 1 with 2 points."""
-    user = body["messages"][-1]["content"]
-    if "after the contributions" in user:
-        k = len(re.findall(r"member \d+:", user))
-        return json.dumps({"reason": "r", "punish": [2] + [0] * (k - 1)})
-    punishing = "punish" in body["messages"][0]["content"]
-    give = 20 if (not punishing or "Round 1 of" in user) else 0
-    return json.dumps({"reason": "r", "contribution": give})
-
-
 @pytest.fixture(scope="module")
 def server():
-    srv = TestServer(reply=reply).start_in_thread()
+    srv = TestServer(reply=public_goods_reply).start_in_thread()
     yield srv
     srv.stop()
 

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import skill_society_scripted
 
 import scenarios
 from scenarios.skill_society import dynamics as dyn
@@ -146,7 +147,9 @@ def test_same_seed_same_results_whatever_the_batching():
     a = scenarios.run(NAME, **kw)
     b = scenarios.run(NAME, batch_replicates=1, **kw)
     for k, v in a.summary["metrics"].items():
-        np.testing.assert_allclose(v["values"], b.summary["metrics"][k]["values"], rtol=1e-5, err_msg=k)
+        np.testing.assert_allclose(
+            v["values"], b.summary["metrics"][k]["values"], rtol=1e-5, err_msg=k
+        )
 
 
 def test_allocations_and_teams_run_and_bidding_moves_prices():
@@ -154,7 +157,9 @@ def test_allocations_and_teams_run_and_bidding_moves_prices():
     for allocation in ("random", "self-select", "router"):
         res = scenarios.run(NAME, allocation=allocation, **base)
         assert np.isfinite(_headline(res, "heldout_gain")).all(), allocation
-    bid = scenarios.run(NAME, allocation="bidding", agents="mixed", split="rules:1,learned:1", **base)
+    bid = scenarios.run(
+        NAME, allocation="bidding", agents="mixed", split="rules:1,learned:1", **base
+    )
     price = bid.metrics[bid.metrics["metric"] == "price"]
     assert not np.allclose(price["value"], 1.0)
     for team in ("tree", "random-dag"):  # every structure's weights: the unit test below
@@ -174,37 +179,26 @@ def test_team_structure_sets_the_weight_of_each_member():
     assert not np.asarray(dyn._team_success(u, prob, p)).any()
     # star and tree answer from member 0; with decay 1 every member counts in full
     for team in ("star", "tree"):
-        q = dyn.make_params(SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=0.0))
-        assert np.asarray(dyn._team_success(u, np.tile([1.0, 0.0, 0.0], 2).astype(np.float32), q)).all()
-        assert not np.asarray(dyn._team_success(u, np.tile([0.0, 1.0, 1.0], 2).astype(np.float32), q)).any()
-        q = dyn.make_params(SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=1.0))
-        assert np.asarray(dyn._team_success(u, np.tile([0.0, 0.0, 1.0], 2).astype(np.float32), q)).all()
+        q = dyn.make_params(
+            SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=0.0)
+        )
+        assert np.asarray(
+            dyn._team_success(u, np.tile([1.0, 0.0, 0.0], 2).astype(np.float32), q)
+        ).all()
+        assert not np.asarray(
+            dyn._team_success(u, np.tile([0.0, 1.0, 1.0], 2).astype(np.float32), q)
+        ).any()
+        q = dyn.make_params(
+            SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=1.0)
+        )
+        assert np.asarray(
+            dyn._team_success(u, np.tile([0.0, 0.0, 1.0], 2).astype(np.float32), q)
+        ).all()
 
 
 # -- the LLM loop -------------------------------------------------------------------------------
-def _scripted(body: dict) -> str:
-    """A solver that answers correctly only when a quoted artifact states the task's rule,
-    and writes notes that state the rule it infers from the examples and the feedback."""
-    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    domain = re.search(r"Task domain: (\w+)\.", user).group(1)
-    examples = tuple(tuple(m) for m in re.findall(r"^  (.+?) -> (.+)$", user, re.M))
-    if system.startswith(DISTIL_SYSTEM[:30]):
-        query = re.search(r"What is the output for: (.+)", user).group(1)
-        expected = re.search(r"expected output was:\n(.+)$", user, re.M)
-        answered = re.search(r"You answered: '(.*)'\. That", user).group(1)
-        solved = examples + ((query, expected.group(1) if expected else answered),)
-        p = infer_rule(domain, solved)
-        return json.dumps({"note": describe_rule(domain, p) if p else f"{domain}: no rule fits {query!r} yet"})
-    quoted = "\n".join(line[2:] for line in user.splitlines() if line.startswith("| "))
-    query = re.search(r"What is the output for: (.+)", user).group(1)
-    for d, p in parse_rule(quoted):
-        if d == domain and all(apply_rule(d, p, x) == y for x, y in examples):
-            return json.dumps({"answer": apply_rule(d, p, query)})
-    return json.dumps({"answer": query})  # a guess that differs per task (one reply to all is degenerate)
-
-
 def test_llm_agents_learn_through_notes_and_improve_on_heldout_tasks(tmp_path):
-    srv = TestServer(reply=_scripted, latency=0.05).start_in_thread()
+    srv = TestServer(reply=skill_society_scripted, latency=0.05).start_in_thread()
     try:
         res = scenarios.run(
             NAME, seed=1, out=tmp_path / "run", llm="openai/test-model", api_base=srv.url + "/v1",
@@ -227,7 +221,7 @@ def test_llm_agents_learn_through_notes_and_improve_on_heldout_tasks(tmp_path):
 
 
 def test_mixed_society_shares_artifacts_across_kinds(tmp_path):
-    srv = TestServer(reply=_scripted).start_in_thread()
+    srv = TestServer(reply=skill_society_scripted).start_in_thread()
     try:
         res = scenarios.run(
             NAME, seed=2, out=tmp_path / "run", llm="openai/test-model", api_base=srv.url + "/v1",
@@ -273,11 +267,17 @@ def _scripted_code(body: dict) -> str:
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
     if system.startswith(CODE_SYSTEM[:30]):
         domain = re.search(r"Task domain: (\w+)\.", user).group(1)
-        note = json.loads(_scripted({"messages": [{"content": DISTIL_SYSTEM}, {"content": user}]}))
+        note = json.loads(
+            skill_society_scripted({"messages": [{"content": DISTIL_SYSTEM}, {"content": user}]})
+        )
         rule = parse_rule(note["note"])
-        return json.dumps({"code": _PROGRAMS[domain].format(p=rule[0][1]) if rule else f"x = {len(user)}"})
+        return json.dumps(
+            {"code": _PROGRAMS[domain].format(p=rule[0][1]) if rule else f"x = {len(user)}"}
+        )
     n = len(re.findall(r"^  (.+?) -> (.+)$", user, re.M))
-    ran = re.search(rf"{n} of {n} examples reproduced; its output for the new input is '(.*)'", user)
+    ran = re.search(
+        rf"{n} of {n} examples reproduced; its output for the new input is '(.*)'", user
+    )
     query = re.search(r"What is the output for: (.+)", user).group(1)
     return json.dumps({"answer": ran.group(1) if ran else query})
 

@@ -5,7 +5,7 @@ computes must not depend on how long the calls really take."""
 import numpy as np
 import pandas as pd
 import pytest
-from test_scenario_skill_society import _scripted
+from conftest import skill_society_scripted
 
 import scenarios
 from society.llm.testserver import TestServer
@@ -17,7 +17,7 @@ COMMON = dict(
 
 
 def _run(tmp_path, name: str, server_latency: float):
-    srv = TestServer(reply=_scripted, latency=server_latency).start_in_thread()
+    srv = TestServer(reply=skill_society_scripted, latency=server_latency).start_in_thread()
     try:
         res = scenarios.run(
             "skill-society", seed=4, out=tmp_path / name, llm="openai/test-model",
@@ -43,7 +43,7 @@ def test_replies_as_events_give_the_same_run_whatever_the_real_latency(tmp_path)
 
 def test_latency_zero_keeps_the_moment_waiting_for_replies(tmp_path):
     """The default: replies count in the moment they were asked in (as before)."""
-    srv = TestServer(reply=_scripted).start_in_thread()
+    srv = TestServer(reply=skill_society_scripted).start_in_thread()
     try:
         kw = {**COMMON, "llm_latency": 0}
         res = scenarios.run(

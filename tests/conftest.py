@@ -1,0 +1,225 @@
+"""Helpers shared by several test files, which import them as ``from conftest import ...``
+(pytest puts tests/ on sys.path to load this file): runs killed after a checkpoint and
+resumed, and the test server's scripted replies for each scenario's LLM agents. No test
+file imports another test file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import scenarios
+from scenarios.skill_society.prompts import DISTIL_SYSTEM
+from scenarios.skill_society.tasks import apply_rule, describe_rule, infer_rule, parse_rule
+from sim_core.checkpoint import CheckpointError, Checkpoints, read
+from sim_core.recorder import read_metrics
+
+# -- runs killed after a checkpoint and resumed ----------------------------------------------------
+SOCIETY = str(Path(sys.executable).with_name("society"))
+SEED = 3
+
+
+def start(out: Path, scenario: str, config: dict, *extra: str) -> subprocess.Popen:
+    args = [
+        SOCIETY,
+        "run",
+        scenario,
+        "--seed",
+        str(SEED),
+        "--checkpoint-every",
+        "1",
+        "--out",
+        str(out),
+        *extra,
+    ]
+    for k, v in config.items():
+        args += ["--set", f"{k}={str(v).lower()}"]
+    return subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CI": "1"},
+    )
+
+
+def wait_for_checkpoint(
+    proc: subprocess.Popen, out: Path, ready: Callable[[dict], bool] | None = None
+) -> None:
+    """Until a checkpoint exists (and ``ready(checkpoint)`` holds), the run still going."""
+    deadline = time.monotonic() + 600  # start-up on a loaded 2-core machine; not a speed bound
+    while True:
+        assert proc.poll() is None, (
+            f"the run ended before the checkpoint awaited: {proc.communicate()}"
+        )
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        if (out / "checkpoint.npz").exists():
+            if ready is None:
+                return
+            try:
+                if ready(read(out / "checkpoint.npz")):
+                    return
+            except (CheckpointError, TypeError):  # a checkpoint between batches holds no world
+                pass
+        time.sleep(0.01)
+
+
+def kill_after_checkpoint(
+    out: Path, scenario: str, config: dict, *extra: str, ready=None, wait: float = 0.0
+) -> None:
+    """Start ``society run`` (a checkpoint every moment), SIGKILL it once a checkpoint exists
+    (and ``ready`` holds; then ``wait`` seconds more), and check it was still running."""
+    proc = start(out, scenario, config, *extra)
+    wait_for_checkpoint(proc, out, ready)
+    time.sleep(wait)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((out / "summary.json").read_text())["status"] == "running", (
+        "finished before the kill"
+    )
+
+
+class Killed(Exception):
+    pass
+
+
+def killed_in_process(
+    monkeypatch: pytest.MonkeyPatch, scenario: str, moment: int, out: Path, config: dict, **kw
+) -> None:
+    """Run with a checkpoint every moment and die at the end of the moment after ``moment``,
+    before its checkpoint: that moment's rows (and transcript lines) are written, then lost."""
+    save = Checkpoints.save
+
+    def die_after(self, batch, sim, world):
+        if sim is not None and self.saved == moment:
+            raise Killed
+        save(self, batch, sim, world)
+
+    with monkeypatch.context() as m:
+        m.setattr(Checkpoints, "save", die_after)
+        with pytest.raises(Killed):
+            scenarios.run(scenario, seed=SEED, out=out, checkpoint_every=1, config=config, **kw)
+
+
+def same_rows(run_dir: Path, reference: pd.DataFrame) -> None:
+    got = read_metrics(run_dir)
+    pd.testing.assert_frame_equal(
+        got.reset_index(drop=True), reference.reset_index(drop=True), check_dtype=False
+    )
+
+
+def same_run(result, reference, out: Path) -> None:
+    """A resumed run completed from its checkpoint with the reference's headline values
+    (exactly, NaN where it has NaN) and rows."""
+    assert (
+        result.summary["status"] == "completed" and result.summary["resumed"] == "from a checkpoint"
+    )
+    for k, v in reference.summary["metrics"].items():
+        np.testing.assert_array_equal(
+            result.summary["metrics"][k]["values"], v["values"], err_msg=k
+        )
+    same_rows(out, reference.metrics)
+
+
+# -- the test server's replies, scenario by scenario -----------------------------------------------
+TEST_LLM = "openai/test-model"  # the model name runs against society.llm.testserver ask for
+
+
+# commons: LLM fishers
+def commons_schema_props(body: dict) -> dict:
+    fmt = body.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or {}
+    return schema.get("properties", {})
+
+
+def commons_user_text(body: dict) -> str:
+    return body["messages"][-1]["content"]
+
+
+# donor-game: LLM donors
+def donor_game_schema_of(body: dict) -> dict:
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or {}
+
+
+def donor_game_is_strategy_request(body: dict) -> bool:
+    return "strategy" in donor_game_schema_of(body).get("properties", {})
+
+
+def donor_game_user_text(body: dict) -> str:
+    return body["messages"][-1]["content"]
+
+
+def donor_game_held_in_prompt(body: dict) -> float:
+    return float(
+        re.search(r"You currently have ([0-9.]+) units", donor_game_user_text(body)).group(1)
+    )
+
+
+def donor_game_half_reply(body: dict) -> str:
+    if donor_game_is_strategy_request(body):
+        name = re.search(r"Your name is (\S+)\.", donor_game_user_text(body)).group(1)
+        return json.dumps(
+            {"reasoning": "r", "strategy": f"My strategy will be to give half, says {name}."}
+        )
+    return json.dumps({"reasoning": "half", "amount": donor_game_held_in_prompt(body) / 2})
+
+
+# market: LLM firms
+def market_user_text(body: dict) -> str:
+    """The firm's prompt (a repair request appends messages after it)."""
+    return body["messages"][1]["content"]
+
+
+def market_cost_in(body: dict) -> float:
+    return float(re.search(r"Your cost is ([0-9.]+) per unit", market_user_text(body)).group(1))
+
+
+# public-goods: LLM contributors and punishers
+def public_goods_reply(body: dict) -> str:
+    """Give everything in round 1 and nothing after when punishment is on (else always give
+    everything); punish member 1 with 2 points."""
+    user = body["messages"][-1]["content"]
+    if "after the contributions" in user:
+        k = len(re.findall(r"member \d+:", user))
+        return json.dumps({"reason": "r", "punish": [2] + [0] * (k - 1)})
+    punishing = "punish" in body["messages"][0]["content"]
+    give = 20 if (not punishing or "Round 1 of" in user) else 0
+    return json.dumps({"reason": "r", "contribution": give})
+
+
+# skill-society: LLM solvers
+def skill_society_scripted(body: dict) -> str:
+    """A solver that answers correctly only when a quoted artifact states the task's rule,
+    and writes notes that state the rule it infers from the examples and the feedback."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    domain = re.search(r"Task domain: (\w+)\.", user).group(1)
+    examples = tuple(tuple(m) for m in re.findall(r"^  (.+?) -> (.+)$", user, re.M))
+    if system.startswith(DISTIL_SYSTEM[:30]):
+        query = re.search(r"What is the output for: (.+)", user).group(1)
+        expected = re.search(r"expected output was:\n(.+)$", user, re.M)
+        answered = re.search(r"You answered: '(.*)'\. That", user).group(1)
+        solved = examples + ((query, expected.group(1) if expected else answered),)
+        p = infer_rule(domain, solved)
+        return json.dumps(
+            {"note": describe_rule(domain, p) if p else f"{domain}: no rule fits {query!r} yet"}
+        )
+    quoted = "\n".join(line[2:] for line in user.splitlines() if line.startswith("| "))
+    query = re.search(r"What is the output for: (.+)", user).group(1)
+    for d, p in parse_rule(quoted):
+        if d == domain and all(apply_rule(d, p, x) == y for x, y in examples):
+            return json.dumps({"answer": apply_rule(d, p, query)})
+    return json.dumps(
+        {"answer": query}
+    )  # a guess that differs per task (one reply to all is degenerate)
