@@ -21,10 +21,6 @@ from conftest import (
     start,
     wait_for_checkpoint,
 )
-
-# test_study.py imports these from here, under their old names, until it imports from conftest
-from conftest import killed_in_process as _killed_in_process  # noqa: F401
-from conftest import same_run as _same_run  # noqa: F401
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

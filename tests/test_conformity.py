@@ -19,14 +19,11 @@ figure) around every figure, and the ally's band 3-12% around the quoted 5-10%.
 
 from __future__ import annotations
 
-import ast
-import io
 import json
 import re
-import tokenize
-from pathlib import Path
 
 import pytest
+from conftest import lines_of_code
 
 import scenarios
 from society.llm.testserver import TestServer
@@ -35,28 +32,6 @@ ASCH_1955 = {1: 0.036, 2: 0.136, 3: 0.318, 4: 0.351, 8: 0.320, 16: 0.312}
 ASCH_1956 = {"unanimous": 0.368, "independent": 0.24}
 TOLERANCE = 0.06
 SUBJECTS = {"seed": 1, "write": False, "population": 2000}  # steps: Asch's 18 trials, 12 critical
-
-
-def lines_of_code(*paths: str) -> int:
-    """Lines with code (paths from the repository root): no blanks, comments or docstrings."""
-    total = 0
-    for path in paths:
-        text = (Path(__file__).resolve().parents[1] / path).read_text()
-        docs = {
-            n for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str) for n in range(node.lineno, node.end_lineno + 1)
-        }  # fmt: skip
-        skip = {
-            tokenize.COMMENT,
-            tokenize.NL,
-            tokenize.NEWLINE,
-            tokenize.INDENT,
-            tokenize.DEDENT,
-            tokenize.ENDMARKER,
-        }
-        toks = tokenize.generate_tokens(io.StringIO(text).readline)
-        total += len({t.start[0] for t in toks if t.type not in skip} - docs)
-    return total
 
 
 def test_the_study_is_at_most_80_lines() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_conformity import lines_of_code
+from conftest import lines_of_code
 
 import scenarios
 
