@@ -445,6 +445,8 @@ def _print_summary(scenario: str, result: Any) -> None:
         table.add_row(name, f"{m['mean']:.4g}", f"[{lo:.4g}, {hi:.4g}]", str(len(m["values"])))
     console = Console()
     console.print(table)
+    for note in s.get("notes", []):  # what each kind of agent achieved (skill-society)
+        console.print(note, markup=False)
     llm = s.get("llm")
     if llm and llm["failures"]:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(llm["failure_kinds"].items()))
