@@ -42,8 +42,20 @@ def framework_rate(n: int, steps: int, repeats: int) -> float:
     from scenarios.network_game.config import NetworkGameConfig
     from scenarios.network_game.model import chunk_length
 
-    kw = dict(write=False, graph="random-regular", population=n, degree=K, game="donation", b=B, c=C,
-              update="fermi", beta=BETA, synchronous=True, record_every=10_000, seed=1)
+    kw = dict(
+        write=False,
+        graph="random-regular",
+        population=n,
+        degree=K,
+        game="donation",
+        b=B,
+        c=C,
+        update="fermi",
+        beta=BETA,
+        synchronous=True,
+        record_every=10_000,
+        seed=1,
+    )
     base = chunk_length(NetworkGameConfig(population=n, steps=10**9))
 
     def timed(s: int) -> float:
@@ -259,23 +271,35 @@ def main() -> None:
             t = time.perf_counter()
             me = mesa_rate(n, max(2, min(20, 200_000 // n)))  # Mesa: a few steps (slow)
             mesa_spent += time.perf_counter() - t
-        print(f"{n:>9} {fw:>11.3g} {npr:>11.3g} {me:>11.3g} {fw / npr:>9.2f} {fw / me:>8.1f}", flush=True)
+        print(
+            f"{n:>9} {fw:>11.3g} {npr:>11.3g} {me:>11.3g} {fw / npr:>9.2f} {fw / me:>8.1f}",
+            flush=True,
+        )
 
     events, pending = (200_000, 20_000) if quick else (1_000_000, 100_000)
     print(f"\n(b) scheduler, {events:.0e} events with {pending:.0e} pending: events/s")
     rates = {}
-    for name, fn in (("bare heapq", bare_heapq), ("this scheduler", ours), ("simpy", simpy_rate), ("mesa devs", mesa_devs)):
+    for name, fn in (
+        ("bare heapq", bare_heapq),
+        ("this scheduler", ours),
+        ("simpy", simpy_rate),
+        ("mesa devs", mesa_devs),
+    ):
         rates[name] = max(fn(events, pending) for _ in range(repeats))
     for name, r in rates.items():
         print(f"  {name:<15} {r:>11.3g}")
     o = rates["this scheduler"]
-    print(f"  ratios: vs heapq {o / rates['bare heapq']:.2f}x, vs simpy {o / rates['simpy']:.2f}x, "
-          f"vs mesa devs {o / rates['mesa devs']:.2f}x")
+    print(
+        f"  ratios: vs heapq {o / rates['bare heapq']:.2f}x, vs simpy {o / rates['simpy']:.2f}x, "
+        f"vs mesa devs {o / rates['mesa devs']:.2f}x"
+    )
 
     agents, moments = (10_000, 5) if quick else (10_000, 20)
     batched_rate, coro_rate = moment_rates(agents, moments)
-    print(f"\n    moments of {agents} due agent events: batched dispatch {batched_rate:.3g} events/s, "
-          f"one coroutine per event {coro_rate:.3g} events/s ({batched_rate / coro_rate:.1f}x)")
+    print(
+        f"\n    moments of {agents} due agent events: batched dispatch {batched_rate:.3g} events/s, "
+        f"one coroutine per event {coro_rate:.3g} events/s ({batched_rate / coro_rate:.1f}x)"
+    )
 
 
 if __name__ == "__main__":

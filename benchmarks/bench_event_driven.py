@@ -41,24 +41,39 @@ def main() -> None:
 
     print("(chain per day: one scheduler event a day, as drawn; chain fused: rule-only chain runs")
     print(" many days per compiled call, which event-driven transitions cannot)")
-    print(f"{'model':>5} {'N':>8} {'chain/day s':>12} {'drawn s/day':>12} {'drawn/chain':>12} {'fused s/day':>12}")
+    print(
+        f"{'model':>5} {'N':>8} {'chain/day s':>12} {'drawn s/day':>12} {'drawn/chain':>12} {'fused s/day':>12}"
+    )
     for model in ("SIR", "SEIR"):
         for n in sizes:
             times = {}
-            for label, periods, fuse in (("per-day", "chain", False), ("drawn", "drawn", False), ("fused", "chain", True)):
+            for label, periods, fuse in (
+                ("per-day", "chain", False),
+                ("drawn", "drawn", False),
+                ("fused", "chain", True),
+            ):
                 epidemic.FUSE_DAYS = fuse
                 seconds(periods, n, args.days, model)  # compile, warm caches
-                times[label] = min(seconds(periods, n, args.days, model) for _ in range(args.repeats)) / args.days
+                times[label] = (
+                    min(seconds(periods, n, args.days, model) for _ in range(args.repeats))
+                    / args.days
+                )
             epidemic.FUSE_DAYS = True
-            print(f"{model:>5} {n:>8} {times['per-day']:>12.2e} {times['drawn']:>12.2e} "
-                  f"{times['drawn'] / times['per-day']:>12.2f} {times['fused']:>12.2e}")
-    print(f"\n{'market':>6} {'consumers':>9} {'1 arrival s/period':>19} {'5 arrivals s/period':>20} {'ratio':>6}")
+            print(
+                f"{model:>5} {n:>8} {times['per-day']:>12.2e} {times['drawn']:>12.2e} "
+                f"{times['drawn'] / times['per-day']:>12.2f} {times['fused']:>12.2e}"
+            )
+    print(
+        f"\n{'market':>6} {'consumers':>9} {'1 arrival s/period':>19} {'5 arrivals s/period':>20} {'ratio':>6}"
+    )
     for consumers in [1000] if args.quick else [1000, 10_000]:
         times = {}
         for k in (1, 5):
             market(k, consumers, args.days)  # compile
             times[k] = min(market(k, consumers, args.days) for _ in range(args.repeats)) / args.days
-        print(f"{'':>6} {consumers:>9} {times[1]:>19.2e} {times[5]:>20.2e} {times[5] / times[1]:>6.2f}")
+        print(
+            f"{'':>6} {consumers:>9} {times[1]:>19.2e} {times[5]:>20.2e} {times[5] / times[1]:>6.2f}"
+        )
 
 
 def market(arrivals: int, consumers: int, periods: int) -> float:

@@ -61,8 +61,12 @@ def main() -> None:
         seconds(n, moments, None)  # compile
         numeric, _ = seconds(n, moments, None)
         bound = moments * LATENCY + numeric
-        print(f"N={n} learned + {LLM_AGENTS} llm, {moments} moments, {LATENCY * 1e3:.0f} ms per call")
-        print(f"numeric alone {numeric:.2f} s; bound = {moments} x {LATENCY} s + numeric = {bound:.2f} s")
+        print(
+            f"N={n} learned + {LLM_AGENTS} llm, {moments} moments, {LATENCY * 1e3:.0f} ms per call"
+        )
+        print(
+            f"numeric alone {numeric:.2f} s; bound = {moments} x {LATENCY} s + numeric = {bound:.2f} s"
+        )
         for k in (0, 1, 2):
             seconds(n, moments, srv.url + "/v1", llm_latency=k)  # warm (cache files are per run)
             wall, status = seconds(n, moments, srv.url + "/v1", llm_latency=k)

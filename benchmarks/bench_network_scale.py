@@ -73,7 +73,10 @@ CHILD = textwrap.dedent(
 def measure(n: int, steps: int, degree: int, update: str) -> dict:
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(n), str(steps), str(degree), update],
-        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ, JAX_PLATFORMS="cpu"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
     )
     if proc.returncode:
         raise RuntimeError(f"N={n}: {proc.stderr[-2000:]}")
@@ -82,13 +85,18 @@ def measure(n: int, steps: int, degree: int, update: str) -> dict:
 
 def scale(sizes: list[int], steps: int, degree: int, update: str) -> None:
     print(f"network-game, random {degree}-regular graph, synchronous {update}, {steps} generations")
-    print(f"  {'agents':>9} {'edges':>10} {'run s':>8} {'s/gen':>10} {'peak MiB':>9} {'B/agent':>8}")
+    print(
+        f"  {'agents':>9} {'edges':>10} {'run s':>8} {'s/gen':>10} {'peak MiB':>9} {'B/agent':>8}"
+    )
     rows = []
     for n in sizes:
         r = measure(n, steps, degree, update)
         rows.append(r)
-        print(f"  {n:>9.0e} {r['edges']:>10.0e} {r['run_s']:>8.1f} {r['step_s']:>10.4g} "
-              f"{r['peak'] / 2**20:>9.0f} {r['peak'] / n:>8.0f}", flush=True)
+        print(
+            f"  {n:>9.0e} {r['edges']:>10.0e} {r['run_s']:>8.1f} {r['step_s']:>10.4g} "
+            f"{r['peak'] / 2**20:>9.0f} {r['peak'] / n:>8.0f}",
+            flush=True,
+        )
     if len(rows) > 1:
         x = np.log([r["edges"] for r in rows])
         y = np.log([r["step_s"] for r in rows])
@@ -111,8 +119,11 @@ def replicates(n: int, reps: int, steps: int) -> None:
             scenarios.run(name, seed=seed, replicates=1, **extra)
         seq = time.perf_counter() - t
         label = "sync" if extra.get("synchronous") else "async"
-        print(f"  {name} ({label}) N={n} x {reps} replicates, {steps} generations: one run "
-              f"{one:.2f} s, {reps} runs {seq:.2f} s, speed-up {seq / one:.1f}x", flush=True)
+        print(
+            f"  {name} ({label}) N={n} x {reps} replicates, {steps} generations: one run "
+            f"{one:.2f} s, {reps} runs {seq:.2f} s, speed-up {seq / one:.1f}x",
+            flush=True,
+        )
 
 
 def main() -> None:

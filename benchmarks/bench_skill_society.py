@@ -86,7 +86,9 @@ class Framework:
     ``SkillSociety._run_batch`` runs a moment, without recording or checkpoints."""
 
     def __init__(self, n: int):
-        ctx = RunContext(seed=SEED, replicates=1, rng=RNG(SEED), recorder=Recorder(None), run_dir=None)
+        ctx = RunContext(
+            seed=SEED, replicates=1, rng=RNG(SEED), recorder=Recorder(None), run_dir=None
+        )
         self.b = _Batch(config(n), ctx, np.arange(1), None)
         self.moment_key, self.learn_key = ctx.rng.key("moments"), ctx.rng.key("learn")
         self.t = 0

@@ -26,7 +26,9 @@ class Give(BaseModel):
 
 
 def reciprocator(body: dict) -> str:  # the "model": gives back what it last received
-    return json.dumps({"give": 0 if "partner last gave: 0" in body["messages"][-1]["content"] else 1})
+    return json.dumps(
+        {"give": 0 if "partner last gave: 0" in body["messages"][-1]["content"] else 1}
+    )
 
 
 async def main(rounds: int = 20) -> None:
@@ -34,12 +36,20 @@ async def main(rounds: int = 20) -> None:
         config = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1")
         async with LLMClient(config) as client:
             n = 1000
-            pop = Population([
-                RuleCohort("rules", np.arange(900), ["tft", "alld", "allc"] * 300),
-                LearnedCohort("learned", np.arange(900, 990), features=["partner_last"], key=1),
-                LLMCohort("llm", np.arange(990, n), client, schema=Give, fallback=Give(give=0),
-                          template="Round {round}. Your partner last gave: {partner_last}. Give?"),
-            ])
+            pop = Population(
+                [
+                    RuleCohort("rules", np.arange(900), ["tft", "alld", "allc"] * 300),
+                    LearnedCohort("learned", np.arange(900, 990), features=["partner_last"], key=1),
+                    LLMCohort(
+                        "llm",
+                        np.arange(990, n),
+                        client,
+                        schema=Give,
+                        fallback=Give(give=0),
+                        template="Round {round}. Your partner last gave: {partner_last}. Give?",
+                    ),
+                ]
+            )
             last, score = np.full(n, -1), np.zeros(n)
             rng = np.random.default_rng(0)
             sim = Scheduler()
@@ -63,8 +73,10 @@ async def main(rounds: int = 20) -> None:
                 mine = pop.cohort_of == pop.cohorts.index(c)
                 print(f"{c.name:>8}: {mine.sum():4d} agents, mean score {score[mine].mean():6.2f}")
             total = client.usage.total
-            print(f"LLM: {total['requests']:.0f} requests served by {total['network_calls']:.0f} "
-                  f"calls ({total['dedupe_saved']:.0f} identical prompts deduplicated)")
+            print(
+                f"LLM: {total['requests']:.0f} requests served by {total['network_calls']:.0f} "
+                f"calls ({total['dedupe_saved']:.0f} identical prompts deduplicated)"
+            )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Cooperation on networks: the b/c > k rule of death-birth updating, in a few lines.
 
-    python examples/network_game.py
+python examples/network_game.py
 """
 
 import os
@@ -16,4 +16,6 @@ for b in (2.0, 8.0):  # below and above k = 4
         selection=0.1, steps=20 if SMALL else 300, average_from=10 if SMALL else 200,
     )  # fmt: skip
     m = res.summary["metrics"]["cooperator_fraction"]
-    print(f"b/c = {b:g}: cooperators {m['mean']:.3f}  95% CI [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]")
+    print(
+        f"b/c = {b:g}: cooperators {m['mean']:.3f}  95% CI [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]"
+    )

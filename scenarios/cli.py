@@ -127,18 +127,61 @@ def describe_cmd(scenario: Annotated[str, typer.Argument(help="scenario name")])
 @app.command("run")
 def run_cmd(
     scenario: Annotated[str, typer.Argument(help="scenario name (see `society list`)")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="parameter KEY=VALUE (repeatable)")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="parameter KEY=VALUE (repeatable)")
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file of parameters")] = None,
     seed: Annotated[int, typer.Option(help="root random seed", min=0, max=MAX_SEED)] = 0,
-    replicates: Annotated[int, typer.Option(help="independent replicates", min=1, max=MAX_REPLICATES)] = 1,
-    out: Annotated[Path | None, typer.Option(help="run directory (default runs/<scenario>-<time>)")] = None,
-    llm: Annotated[str | None, typer.Option(help="litellm model string for LLM agents (default: 'local', the embedded model)")] = None,
-    api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="NAME of the environment variable holding the API key for --api-base (the key itself is never written anywhere)")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="LLM calls in flight at once (default: the client's, 256)")] = None,
-    max_fallback_rate: Annotated[float, typer.Option("--max-fallback-rate", help="the run is 'degraded' (exit 3) when more than this share of an LLM cohort's decisions were fallbacks for failed calls")] = 0.1,
-    accept_degraded: Annotated[bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded (the summary still says so)")] = False,
-    checkpoint_every: Annotated[int, typer.Option("--checkpoint-every", min=0, help="moments between checkpoints (0: only when stopped by Ctrl-C/SIGTERM), for scenarios that keep them")] = 50,
+    replicates: Annotated[
+        int, typer.Option(help="independent replicates", min=1, max=MAX_REPLICATES)
+    ] = 1,
+    out: Annotated[
+        Path | None, typer.Option(help="run directory (default runs/<scenario>-<time>)")
+    ] = None,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            help="litellm model string for LLM agents (default: 'local', the embedded model)"
+        ),
+    ] = None,
+    api_base: Annotated[
+        str | None, typer.Option("--api-base", help="OpenAI-compatible server URL")
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            help="NAME of the environment variable holding the API key for --api-base (the key itself is never written anywhere)",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, help="LLM calls in flight at once (default: the client's, 256)"
+        ),
+    ] = None,
+    max_fallback_rate: Annotated[
+        float,
+        typer.Option(
+            "--max-fallback-rate",
+            help="the run is 'degraded' (exit 3) when more than this share of an LLM cohort's decisions were fallbacks for failed calls",
+        ),
+    ] = 0.1,
+    accept_degraded: Annotated[
+        bool,
+        typer.Option(
+            "--accept-degraded",
+            help="exit 0 even when the run is degraded (the summary still says so)",
+        ),
+    ] = False,
+    checkpoint_every: Annotated[
+        int,
+        typer.Option(
+            "--checkpoint-every",
+            min=0,
+            help="moments between checkpoints (0: only when stopped by Ctrl-C/SIGTERM), for scenarios that keep them",
+        ),
+    ] = 50,
 ) -> None:
     """Run a scenario and write its run directory.
 
@@ -174,11 +217,17 @@ def _options(**values: Any) -> dict[str, Any]:
         try:
             LLMConfig.model_validate({"model": "x", "api_key_env": options["api_key_env"]})
         except ValueError as exc:
-            reason = exc.errors()[0]["msg"].removeprefix("Value error, ") if hasattr(exc, "errors") else str(exc)
+            reason = (
+                exc.errors()[0]["msg"].removeprefix("Value error, ")
+                if hasattr(exc, "errors")
+                else str(exc)
+            )
             raise ConfigError(f"invalid value for '--api-key-env': {reason}") from None
         name = options["api_key_env"]
         if not os.environ.get(name):
-            raise ConfigError(f"--api-key-env {name}: the environment variable {name} is not set (or empty); export the API key in it")
+            raise ConfigError(
+                f"--api-key-env {name}: the environment variable {name} is not set (or empty); export the API key in it"
+            )
     return options
 
 
@@ -196,7 +245,10 @@ def _finish(scenario: str, result: Any, accept_degraded: bool = False) -> None:
     """Print the summary; exit 130 when interrupted, 3 when degraded (unless accepted)."""
     _print_summary(scenario, result)
     for name in result.summary.get("missing_headline", []):
-        print(f"warning: headline metric '{name}' was declared by the scenario but its run returned no values", file=sys.stderr)
+        print(
+            f"warning: headline metric '{name}' was declared by the scenario but its run returned no values",
+            file=sys.stderr,
+        )
     if result.summary.get("interrupted"):
         raise typer.Exit(EXIT_INTERRUPTED)
     if _report_failures(result.summary) and not accept_degraded:
@@ -212,11 +264,34 @@ def _study_of(summary: dict) -> str:
 @app.command("resume")
 def resume_cmd(
     run_dir: Annotated[Path, typer.Argument(help="the directory of a stopped or killed run")],
-    api_base: Annotated[str | None, typer.Option("--api-base", help="OpenAI-compatible server URL (default: the run's)")] = None,
-    api_key_env: Annotated[str | None, typer.Option("--api-key-env", help="NAME of the environment variable holding the API key (default: the run's)")] = None,
-    concurrency: Annotated[int | None, typer.Option("--concurrency", min=1, help="LLM calls in flight at once (default: the run's)")] = None,
-    checkpoint_every: Annotated[int | None, typer.Option("--checkpoint-every", min=0, help="moments between checkpoints from here on (default: the run's)")] = None,
-    accept_degraded: Annotated[bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded")] = False,
+    api_base: Annotated[
+        str | None,
+        typer.Option("--api-base", help="OpenAI-compatible server URL (default: the run's)"),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env",
+            help="NAME of the environment variable holding the API key (default: the run's)",
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, help="LLM calls in flight at once (default: the run's)"
+        ),
+    ] = None,
+    checkpoint_every: Annotated[
+        int | None,
+        typer.Option(
+            "--checkpoint-every",
+            min=0,
+            help="moments between checkpoints from here on (default: the run's)",
+        ),
+    ] = None,
+    accept_degraded: Annotated[
+        bool, typer.Option("--accept-degraded", help="exit 0 even when the run is degraded")
+    ] = False,
 ) -> None:
     """Continue a run that was stopped (Ctrl-C, SIGTERM, a budget) or killed, in its own
     directory, from its last checkpoint, with the run's own options (model, server, key
@@ -231,10 +306,17 @@ def resume_cmd(
     recorded = summary.get("options") or {}
     given = {"api_base": api_base, "api_key_env": api_key_env, "concurrency": concurrency}
     keys = ("llm", "api_base", "api_key_env", "concurrency")
-    options = _options(**{k: given.get(k) if given.get(k) is not None else recorded.get(k) for k in keys})
-    every = checkpoint_every if checkpoint_every is not None else recorded.get("checkpoint_every", 50)
+    options = _options(
+        **{k: given.get(k) if given.get(k) is not None else recorded.get(k) for k in keys}
+    )
+    every = (
+        checkpoint_every if checkpoint_every is not None else recorded.get("checkpoint_every", 50)
+    )
     if summary.get("status") not in ("completed", "degraded") and not (run_dir / FILE).exists():
-        print(f"resume: no checkpoint in {run_dir}: the run starts again from the start, from clean state", file=sys.stderr)
+        print(
+            f"resume: no checkpoint in {run_dir}: the run starts again from the start, from clean state",
+            file=sys.stderr,
+        )
     result = _run(
         _study_of(summary), seed=summary["seed"], replicates=summary.get("replicates", 1),
         config=summary["config"], options=options, batch_replicates=summary.get("batch_replicates"),
@@ -246,7 +328,9 @@ def resume_cmd(
 @app.command("replay")
 def replay_cmd(
     run_dir: Annotated[Path, typer.Argument(help="a finished run's directory")],
-    out: Annotated[Path | None, typer.Option(help="directory of the replay (default runs/<scenario>-<time>)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="directory of the replay (default runs/<scenario>-<time>)")
+    ] = None,
 ) -> None:
     """Run a finished run again from its directory: same scenario, config and seed, every LLM
     reply from its llm-cache.sqlite (no server, no network, no API key); the metrics are the
@@ -263,8 +347,13 @@ def replay_cmd(
     _check_out(out)
     cache = run_dir / "llm-cache.sqlite"
     if summary.get("llm") and not cache.is_file():  # the run called a model: its replies are needed
-        raise ConfigError(f"replay: the run's LLM cache {cache} is missing; a replay answers only from it and never calls a model")
-    options = {"llm": (summary.get("options") or {}).get("llm"), "replay": cache}  # never a server or a key
+        raise ConfigError(
+            f"replay: the run's LLM cache {cache} is missing; a replay answers only from it and never calls a model"
+        )
+    options = {
+        "llm": (summary.get("options") or {}).get("llm"),
+        "replay": cache,
+    }  # never a server or a key
     result = _run(
         _study_of(summary), seed=summary["seed"], replicates=summary.get("replicates", 1), out=out,
         config=summary["config"], options={k: v for k, v in options.items() if v is not None},
@@ -297,8 +386,13 @@ def _check_out(out: Path | None) -> None:
 
 @app.command("report")
 def report_cmd(
-    run_dirs: Annotated[list[Path], typer.Argument(help="one run directory, or several to compare")],
-    out: Annotated[Path | None, typer.Option(help="HTML file (default: report.html in the first run directory)")] = None,
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="one run directory, or several to compare")
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(help="HTML file (default: report.html in the first run directory)"),
+    ] = None,
 ) -> None:
     """Write one self-contained HTML report (headline table with intervals, every plot, the
     config, versions, LLM usage and failures) that opens offline; several runs side by side.
@@ -314,22 +408,55 @@ def report_cmd(
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"invalid value for '--out': its directory cannot be made ({exc.strerror or exc}) (got '{out}')") from None
+            raise ConfigError(
+                f"invalid value for '--out': its directory cannot be made ({exc.strerror or exc}) (got '{out}')"
+            ) from None
     print(f"report: {write_report(run_dirs, out)}")
 
 
 @app.command("sweep")
 def sweep_cmd(
     scenario: Annotated[str, typer.Argument(help="scenario name (see `society list`)")],
-    grid: Annotated[list[str] | None, typer.Option("--grid", help="KEY=V1,V2,... values to sweep (repeatable; KEY=[...] as a TOML array when values hold commas)")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="fixed parameter KEY=VALUE (repeatable)")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="TOML file of fixed parameters")] = None,
-    random: Annotated[int | None, typer.Option("--random", help="run N points drawn from the grid with the seed", min=1)] = None,
-    seed: Annotated[int, typer.Option(help="root random seed of every point", min=0, max=MAX_SEED)] = 0,
-    replicates: Annotated[int, typer.Option(help="independent replicates per point", min=1, max=MAX_REPLICATES)] = 1,
-    out: Annotated[Path, typer.Option(help="sweep directory; rerun with the same arguments to resume")] = Path("sweep"),
-    workers: Annotated[int, typer.Option(help="points run at once (Ray actors on this machine, one core each; 1: in this process)", min=1)] = 1,
-    ray_address: Annotated[str | None, typer.Option("--ray", help="address of a Ray cluster to run the points on (e.g. auto or ray://host:10001)")] = None,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grid",
+            help="KEY=V1,V2,... values to sweep (repeatable; KEY=[...] as a TOML array when values hold commas)",
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="fixed parameter KEY=VALUE (repeatable)")
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML file of fixed parameters")
+    ] = None,
+    random: Annotated[
+        int | None,
+        typer.Option("--random", help="run N points drawn from the grid with the seed", min=1),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option(help="root random seed of every point", min=0, max=MAX_SEED)
+    ] = 0,
+    replicates: Annotated[
+        int, typer.Option(help="independent replicates per point", min=1, max=MAX_REPLICATES)
+    ] = 1,
+    out: Annotated[
+        Path, typer.Option(help="sweep directory; rerun with the same arguments to resume")
+    ] = Path("sweep"),
+    workers: Annotated[
+        int,
+        typer.Option(
+            help="points run at once (Ray actors on this machine, one core each; 1: in this process)",
+            min=1,
+        ),
+    ] = 1,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="address of a Ray cluster to run the points on (e.g. auto or ray://host:10001)",
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario at every point of a parameter grid: one run directory per point under
     OUT/points/, and OUT/sweep.parquet (and .csv) with each point's headline metrics (mean,
@@ -350,24 +477,60 @@ def sweep_cmd(
         workers=workers, ray_address=ray_address, progress=print,
     )  # fmt: skip
     n = len(result.ran) + len(result.skipped)
-    print(f"{n} point(s): {len(result.ran)} run, {len(result.skipped)} already finished, {len(result.failed)} failed")
+    print(
+        f"{n} point(s): {len(result.ran)} run, {len(result.skipped)} already finished, {len(result.failed)} failed"
+    )
     print(f"table: {out / 'sweep.parquet'}")
     if result.failed:
-        print(f"error: {len(result.failed)} point(s) failed (rerun the same command to retry them): {', '.join(result.failed)}", file=sys.stderr)
+        print(
+            f"error: {len(result.failed)} point(s) failed (rerun the same command to retry them): {', '.join(result.failed)}",
+            file=sys.stderr,
+        )
         raise typer.Exit(1)
 
 
 @app.command("scale")
 def scale_cmd(
     scenario: Annotated[str, typer.Argument(help="scenario name (see `society list`)")],
-    population: Annotated[str, typer.Option("--population", help="population sizes, comma-separated, e.g. 1e3,1e4,1e5")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="fixed parameter KEY=VALUE (repeatable)")] = None,
-    steps: Annotated[int | None, typer.Option(help="steps per run (default: the scenario's); runs also take 2x this to get the marginal cost of a step", min=1)] = None,
+    population: Annotated[
+        str,
+        typer.Option("--population", help="population sizes, comma-separated, e.g. 1e3,1e4,1e5"),
+    ],
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="fixed parameter KEY=VALUE (repeatable)")
+    ] = None,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help="steps per run (default: the scenario's); runs also take 2x this to get the marginal cost of a step",
+            min=1,
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(help="root random seed", min=0, max=MAX_SEED)] = 0,
-    marginal: Annotated[bool, typer.Option("--marginal/--no-marginal", help="also run 2x steps and report the marginal time per step")] = True,
-    population_field: Annotated[str | None, typer.Option("--population-field", help="parameter that sets the number of agents (default: population)")] = None,
-    steps_field: Annotated[str | None, typer.Option("--steps-field", help="parameter that sets the number of steps (default: steps, days, rounds or periods)")] = None,
-    out: Annotated[Path, typer.Option(help="directory for scale.parquet, scale.csv, scale.png, scale.json")] = Path("scale"),
+    marginal: Annotated[
+        bool,
+        typer.Option(
+            "--marginal/--no-marginal",
+            help="also run 2x steps and report the marginal time per step",
+        ),
+    ] = True,
+    population_field: Annotated[
+        str | None,
+        typer.Option(
+            "--population-field",
+            help="parameter that sets the number of agents (default: population)",
+        ),
+    ] = None,
+    steps_field: Annotated[
+        str | None,
+        typer.Option(
+            "--steps-field",
+            help="parameter that sets the number of steps (default: steps, days, rounds or periods)",
+        ),
+    ] = None,
+    out: Annotated[
+        Path, typer.Option(help="directory for scale.parquet, scale.csv, scale.png, scale.json")
+    ] = Path("scale"),
 ) -> None:
     """Scaling experiment: one run per population size, each in a fresh process; writes time
     per step (plain and marginal), peak memory per agent, LLM tokens and cost per agent-step,
@@ -380,7 +543,13 @@ def scale_cmd(
         scenario, sizes, out=out, config=values, steps=steps, seed=seed, marginal=marginal,
         population_field_name=population_field, steps_field_name=steps_field, progress=print,
     )  # fmt: skip
-    cols = ["population", "status", "time_per_step_s", "marginal_time_per_step_s", "bytes_per_agent"]
+    cols = [
+        "population",
+        "status",
+        "time_per_step_s",
+        "marginal_time_per_step_s",
+        "bytes_per_agent",
+    ]
     print(result.table[cols].to_string(index=False))
     print(f"time exponent ({result.time_basis} ~ N^k): k = {result.time_exponent:.3f}")
     print(f"memory exponent (peak RSS ~ N^k): k = {result.memory_exponent:.3f}")
@@ -392,8 +561,12 @@ def scale_cmd(
 
 @app.command("serve")
 def serve_cmd(
-    run_dirs: Annotated[list[Path] | None, typer.Argument(help="run directories (default: every run under ./runs)")] = None,
-    port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (default: a free one, printed on start)")] = None,
+    run_dirs: Annotated[
+        list[Path] | None, typer.Argument(help="run directories (default: every run under ./runs)")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="port on 127.0.0.1 (default: a free one, printed on start)")
+    ] = None,
 ) -> None:
     """Serve a live dashboard of running and finished runs until Ctrl-C: status, headline
     metrics, charts of the recorded metrics updated as the runs write them, the network view
@@ -415,7 +588,11 @@ app.add_typer(llm_app, name="llm")
 
 
 @llm_app.command("serve")
-def llm_serve(port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None) -> None:
+def llm_serve(
+    port: Annotated[
+        int | None, typer.Option(help="port on 127.0.0.1 (default: a free one)")
+    ] = None,
+) -> None:
     """Serve the embedded local model (OpenAI-compatible) until Ctrl-C.
 
     Example (it prints the model string and api_base to use it with):
@@ -437,7 +614,9 @@ def _print_summary(scenario: str, result: Any) -> None:
     from rich.table import Table
 
     s = result.summary
-    table = Table(title=f"{scenario}: seed {s['seed']}, {s['replicates']} replicate(s), {s['wall_time_s']:.1f} s")
+    table = Table(
+        title=f"{scenario}: seed {s['seed']}, {s['replicates']} replicate(s), {s['wall_time_s']:.1f} s"
+    )
     for col in ("metric", "mean", "95% CI", "replicates"):
         table.add_column(col)
     for name, m in s["metrics"].items():
@@ -468,7 +647,10 @@ def _report_failures(s: dict[str, Any]) -> bool:
     llm = s.get("llm")
     if llm and llm["failures"]:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(llm["failure_kinds"].items()))
-        print(f"warning: {llm['failures']} of {llm['requests']} LLM requests failed ({kinds})", file=sys.stderr)
+        print(
+            f"warning: {llm['failures']} of {llm['requests']} LLM requests failed ({kinds})",
+            file=sys.stderr,
+        )
     for reason in s.get("degraded", []):
         print(f"degraded: {reason}", file=sys.stderr)
     if s.get("first_failure") and (s.get("degraded") or (llm and llm["failures"])):

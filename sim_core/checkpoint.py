@@ -64,7 +64,9 @@ def _encode(value: Any, arrays: dict[str, np.ndarray]) -> Any:
         key = f"a{len(arrays)}"
         arrays[key] = np.asarray(value)
         return {"__array__": key}
-    raise TypeError(f"cannot save a {type(value).__name__} in a checkpoint (arrays, numbers, strings, lists, tuples, dicts)")
+    raise TypeError(
+        f"cannot save a {type(value).__name__} in a checkpoint (arrays, numbers, strings, lists, tuples, dicts)"
+    )
 
 
 def _decode(value: Any, arrays: Any) -> Any:
@@ -98,11 +100,26 @@ def read(path: Path) -> dict[str, Any]:
             arrays = {k: npz[k] for k in npz.files}
         doc = _decode(json.loads(arrays.pop("__meta__").tobytes().decode()), arrays)
     except FileNotFoundError:
-        raise CheckpointError(f"no checkpoint at '{path}': the run kept none (it finished, or stopped before its first)") from None
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, UnicodeDecodeError, TypeError, io.UnsupportedOperation) as exc:
-        raise CheckpointError(f"checkpoint '{path}' is corrupt or not a checkpoint ({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(
+            f"no checkpoint at '{path}': the run kept none (it finished, or stopped before its first)"
+        ) from None
+    except (
+        OSError,
+        ValueError,
+        KeyError,
+        EOFError,
+        zipfile.BadZipFile,
+        UnicodeDecodeError,
+        TypeError,
+        io.UnsupportedOperation,
+    ) as exc:
+        raise CheckpointError(
+            f"checkpoint '{path}' is corrupt or not a checkpoint ({type(exc).__name__}: {exc})"
+        ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint '{path}' has an unknown format (expected format {FORMAT})")
+        raise CheckpointError(
+            f"checkpoint '{path}' has an unknown format (expected format {FORMAT})"
+        )
     return doc
 
 
@@ -113,8 +130,15 @@ class Checkpoints:
     every checkpoint and checked on resume. Without a run directory it does nothing.
     """
 
-    def __init__(self, run_dir: Path | None, recorder: Recorder, *, every: int = 0, run: dict[str, Any] | None = None,
-                 resumed: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        run_dir: Path | None,
+        recorder: Recorder,
+        *,
+        every: int = 0,
+        run: dict[str, Any] | None = None,
+        resumed: dict[str, Any] | None = None,
+    ):
         self.path = run_dir / FILE if run_dir is not None else None
         self.recorder = recorder
         self.every = int(every)
@@ -150,7 +174,9 @@ class Checkpoints:
         self._resumed = None
         return r["world"]
 
-    def attach(self, batch: int, sim: Scheduler, state: Callable[[], Any], every: int | None = None) -> None:
+    def attach(
+        self, batch: int, sim: Scheduler, state: Callable[[], Any], every: int | None = None
+    ) -> None:
         """Save ``state()`` and ``sim``'s queue every ``every`` moments (default: the run's),
         and at the end of
         the moment in which a signal asked the run to stop (then raise :class:`Interrupted`).
@@ -221,5 +247,7 @@ def load_for_resume(run_dir: Path) -> dict[str, Any]:
             p.unlink()
     have = len(list(parts_dir.glob("part-*.parquet"))) if parts_dir.is_dir() else 0
     if have != keep:
-        raise CheckpointError(f"run directory '{run_dir}' has {have} metric parts but its checkpoint needs {keep}: rows were lost")
+        raise CheckpointError(
+            f"run directory '{run_dir}' has {have} metric parts but its checkpoint needs {keep}: rows were lost"
+        )
     return doc

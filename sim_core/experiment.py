@@ -57,7 +57,16 @@ BYTES_PER_AGENT = 200
 """Coarse memory per agent per replicate held at once (a 1e7-agent network-game peaks near
 2 GiB); a scenario whose agents are heavier sets its own ``bytes_per_agent``."""
 
-VERSIONED_PACKAGES = ("society-sim", "jax", "jaxlib", "numpy", "networkx", "mesa", "litellm", "pydantic")
+VERSIONED_PACKAGES = (
+    "society-sim",
+    "jax",
+    "jaxlib",
+    "numpy",
+    "networkx",
+    "mesa",
+    "litellm",
+    "pydantic",
+)
 
 
 class Scenario:
@@ -153,7 +162,9 @@ class RunContext:
             kinds = counts.setdefault("degenerate_kinds", {})
             for kind, n in degenerate.items():
                 kinds[kind] = kinds.get(kind, 0) + int(n)
-            counts["degenerate"] = counts.get("degenerate", 0) + sum(int(n) for n in degenerate.values())
+            counts["degenerate"] = counts.get("degenerate", 0) + sum(
+                int(n) for n in degenerate.values()
+            )
             if example is not None and "example" not in counts:
                 counts["example"] = example
 
@@ -166,8 +177,12 @@ class RunContext:
             if n > 0 and (k + d) / n > self.max_fallback_rate:
                 what = f"{k} of {n} decisions were fallbacks"
                 if d:
-                    kinds = ", ".join(f"{kind} {m}" for kind, m in sorted(c["degenerate_kinds"].items()))
-                    what += f" and {d} were degenerate replies ({kinds}), e.g. {c.get('example', '')!r}"
+                    kinds = ", ".join(
+                        f"{kind} {m}" for kind, m in sorted(c["degenerate_kinds"].items())
+                    )
+                    what += (
+                        f" and {d} were degenerate replies ({kinds}), e.g. {c.get('example', '')!r}"
+                    )
                 share = f"{(k + d) / n:.0%} > max_fallback_rate {self.max_fallback_rate:g}"
                 out.append(one_line(f"cohort '{cohort}': {what} ({share})"))
         return out
@@ -175,7 +190,9 @@ class RunContext:
     def replicate_batches(self) -> list[np.ndarray]:
         """Replicate ids split into the batches a scenario should vmap over."""
         size = self.batch_replicates or self.replicates
-        return [np.arange(i, min(i + size, self.replicates)) for i in range(0, self.replicates, size)]
+        return [
+            np.arange(i, min(i + size, self.replicates)) for i in range(0, self.replicates, size)
+        ]
 
 
 def _stand_in_rate(counts: Mapping[str, Any]) -> float:
@@ -211,7 +228,13 @@ class RunResult:
     def headline(self) -> pd.DataFrame:
         """One row per headline metric: mean and 95% interval over replicates."""
         rows = [
-            {"metric": k, "mean": v["mean"], "ci95_low": v["ci95"][0], "ci95_high": v["ci95"][1], "replicates": len(v["values"])}
+            {
+                "metric": k,
+                "mean": v["mean"],
+                "ci95_low": v["ci95"][0],
+                "ci95_high": v["ci95"][1],
+                "replicates": len(v["values"]),
+            }
             for k, v in self.summary["metrics"].items()
         ]
         return pd.DataFrame(rows)
@@ -259,7 +282,9 @@ def _describe_error(err: dict, config_cls: type[pydantic.BaseModel]) -> str:
     return f"invalid value for '{loc}': {msg}"
 
 
-def validate_config(config_cls: type[pydantic.BaseModel], values: Mapping[str, Any]) -> pydantic.BaseModel:
+def validate_config(
+    config_cls: type[pydantic.BaseModel], values: Mapping[str, Any]
+) -> pydantic.BaseModel:
     """Build a scenario config or raise :class:`ConfigError` with a one-line message."""
     try:
         return config_cls.model_validate(dict(values))
@@ -269,7 +294,11 @@ def validate_config(config_cls: type[pydantic.BaseModel], values: Mapping[str, A
     except OSError as exc:  # a validator that looked for a file the OS refuses to name (too long)
         keys = [k for k, v in dict(values).items() if isinstance(v, str) and v == exc.filename]
         where = f"invalid value for '{keys[0]}'" if keys else "invalid config"
-        got = repr(exc.filename) if len(str(exc.filename)) <= 80 else repr(str(exc.filename)[:80] + "...")
+        got = (
+            repr(exc.filename)
+            if len(str(exc.filename)) <= 80
+            else repr(str(exc.filename)[:80] + "...")
+        )
         raise ConfigError(one_line(f"{where}: {exc.strerror or exc} (got {got})")) from None
 
 
@@ -294,7 +323,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file '{path}' is not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file '{path}' is not valid TOML: not UTF-8 ({exc.reason})") from None
+        raise ConfigError(
+            f"config file '{path}' is not valid TOML: not UTF-8 ({exc.reason})"
+        ) from None
     except RecursionError:
         raise ConfigError(f"config file '{path}' is not valid TOML: nested too deeply") from None
     except (OSError, ValueError) as exc:  # a directory, no permission, a NUL in the name
@@ -316,7 +347,9 @@ def _new_run_dir(out: str | Path | None, name: str, seed: int) -> Path:
             raise ConfigError(f"output directory '{path}' is a file; choose a new --out")
         if path.exists() and any(path.iterdir()):
             if not _failed_before_any_row(path):
-                raise ConfigError(f"output directory '{path}' exists and is not empty; choose a new --out")
+                raise ConfigError(
+                    f"output directory '{path}' exists and is not empty; choose a new --out"
+                )
             _clear(path, keep=())  # a run that failed before its first row: run it again here
     else:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -340,7 +373,11 @@ def _failed_before_any_row(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     rows = summary.get("rows_recorded") if isinstance(summary, dict) else None
-    return summary.get("status") == "failed" and rows == 0 and not any((path / "metrics.parquet").glob("*.parquet"))
+    return (
+        summary.get("status") == "failed"
+        and rows == 0
+        and not any((path / "metrics.parquet").glob("*.parquet"))
+    )
 
 
 def _clear(path: Path, keep: tuple[str, ...]) -> list[str]:
@@ -374,7 +411,9 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.3g} GiB"
 
 
-def check_memory(scenario: Scenario, cfg: Any, replicates: int, batch_replicates: int | None) -> None:
+def check_memory(
+    scenario: Scenario, cfg: Any, replicates: int, batch_replicates: int | None
+) -> None:
     """A one-line ConfigError, before anything runs, when the scenario's memory estimate for
     the replicates held at once is larger than this machine's memory."""
     together = min(batch_replicates or replicates, replicates)
@@ -423,21 +462,39 @@ def run_scenario(
     if isinstance(scenario, type):
         scenario = scenario()
     if not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise ConfigError(f"invalid value for 'seed': must be an integer in [0, {MAX_SEED}] (got {seed!r})")
+        raise ConfigError(
+            f"invalid value for 'seed': must be an integer in [0, {MAX_SEED}] (got {seed!r})"
+        )
     if not isinstance(replicates, int) or not 1 <= replicates <= MAX_REPLICATES:
         raise ConfigError(
             f"invalid value for 'replicates': must be an integer in [1, {MAX_REPLICATES}] (got {replicates!r})"
         )
-    if batch_replicates is not None and (not isinstance(batch_replicates, int) or batch_replicates < 1):
-        raise ConfigError(f"invalid value for 'batch_replicates': must be an integer >= 1 (got {batch_replicates!r})")
-    if isinstance(max_fallback_rate, bool) or not isinstance(max_fallback_rate, int | float) or not 0 <= max_fallback_rate <= 1:
-        raise ConfigError(f"invalid value for 'max_fallback_rate': must be a number in [0, 1] (got {max_fallback_rate!r})")
+    if batch_replicates is not None and (
+        not isinstance(batch_replicates, int) or batch_replicates < 1
+    ):
+        raise ConfigError(
+            f"invalid value for 'batch_replicates': must be an integer >= 1 (got {batch_replicates!r})"
+        )
+    if (
+        isinstance(max_fallback_rate, bool)
+        or not isinstance(max_fallback_rate, int | float)
+        or not 0 <= max_fallback_rate <= 1
+    ):
+        raise ConfigError(
+            f"invalid value for 'max_fallback_rate': must be a number in [0, 1] (got {max_fallback_rate!r})"
+        )
     if isinstance(config, pydantic.BaseModel):
         values = {**config.model_dump(), **params}
     else:
         values = {**(config or {}), **params}
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
-        raise ConfigError(f"invalid value for 'checkpoint_every': must be an integer >= 0 (got {checkpoint_every!r})")
+    if (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, int)
+        or checkpoint_every < 0
+    ):
+        raise ConfigError(
+            f"invalid value for 'checkpoint_every': must be an integer >= 0 (got {checkpoint_every!r})"
+        )
     cfg = validate_config(scenario.Config, values)
     check_memory(scenario, cfg, replicates, batch_replicates)
     identity = {
@@ -467,13 +524,19 @@ def run_scenario(
         max_fallback_rate=float(max_fallback_rate),
     )
     ctx.checkpoints = Checkpoints(
-        run_dir if scenario.checkpointing else None, recorder, every=checkpoint_every, run=identity, resumed=resumed
+        run_dir if scenario.checkpointing else None,
+        recorder,
+        every=checkpoint_every,
+        run=identity,
+        resumed=resumed,
     )
 
     def put_fallbacks(saved: dict[str, Any]) -> None:
         ctx.fallbacks, ctx.first_failure = saved["counts"], saved["first"]
 
-    ctx.checkpoints.keep("fallbacks", lambda: {"counts": ctx.fallbacks, "first": ctx.first_failure}, put_fallbacks)
+    ctx.checkpoints.keep(
+        "fallbacks", lambda: {"counts": ctx.fallbacks, "first": ctx.first_failure}, put_fallbacks
+    )
     summary: dict[str, Any] = {
         "scenario": scenario.name,
         "study": study_ref(scenario),  # how `society replay` / `resume` load it again
@@ -500,18 +563,30 @@ def run_scenario(
     progress.latest_time = lambda: recorder.latest_time
     progress.start()
     token = _current_run.set(ctx)
-    restore_signals = _stop_on_signals(ctx.checkpoints) if scenario.checkpointing and run_dir is not None else None
+    restore_signals = (
+        _stop_on_signals(ctx.checkpoints)
+        if scenario.checkpointing and run_dir is not None
+        else None
+    )
     try:
         headline = scenario.run(cfg, ctx)
     except Interrupted as exc:
         recorder.close()  # nothing: the checkpoint flushed every row up to its moment
-        summary.update(status="stopped", interrupted=True, stop_reason=f"{exc}; continue it with: society resume {run_dir}")
+        summary.update(
+            status="stopped",
+            interrupted=True,
+            stop_reason=f"{exc}; continue it with: society resume {run_dir}",
+        )
         summary["wall_time_s"] = round(time.perf_counter() - started, 3)
         _write_summary(run_dir, summary)
         return RunResult(summary=summary, frame=recorder.frame, run_dir=run_dir)
     except BaseException as exc:
         recorder.close()  # keep every row recorded before the failure
-        summary.update(status="failed", error=f"{type(exc).__name__}: {exc}", rows_recorded=recorder.rows_written)
+        summary.update(
+            status="failed",
+            error=f"{type(exc).__name__}: {exc}",
+            rows_recorded=recorder.rows_written,
+        )
         summary["wall_time_s"] = round(time.perf_counter() - started, 3)
         _write_summary(run_dir, summary)
         raise
@@ -538,8 +613,7 @@ def run_scenario(
         summary["stop_reason"] = ctx.stop_reason
     if ctx.fallbacks:
         summary["fallbacks"] = {
-            cohort: {**c, "rate": _stand_in_rate(c)}
-            for cohort, c in sorted(ctx.fallbacks.items())
+            cohort: {**c, "rate": _stand_in_rate(c)} for cohort, c in sorted(ctx.fallbacks.items())
         }
         summary["max_fallback_rate"] = ctx.max_fallback_rate
     if ctx.first_failure:
@@ -573,7 +647,9 @@ def _headline_summaries(scenario: Scenario, headline: Any, replicates: int) -> d
         try:
             vals = np.asarray(vals, dtype=float).ravel()
         except (TypeError, ValueError):
-            raise RunError(f"scenario {scenario.name} returned non-numeric values of '{name}'") from None
+            raise RunError(
+                f"scenario {scenario.name} returned non-numeric values of '{name}'"
+            ) from None
         if vals.size != replicates:
             raise RunError(
                 f"scenario {scenario.name} returned {vals.size} values of '{name}' for {replicates} "
@@ -594,7 +670,9 @@ def _bounds(scenario: Scenario, name: str, vals: np.ndarray) -> tuple[float, flo
     return None
 
 
-def _prepare_resume(run_dir: Path, identity: dict[str, Any], checkpointing: bool) -> dict[str, Any] | None:
+def _prepare_resume(
+    run_dir: Path, identity: dict[str, Any], checkpointing: bool
+) -> dict[str, Any] | None:
     """Check that ``run_dir`` is this run, unfinished; return its checkpoint (None: start over)."""
     summary_path = run_dir / "summary.json"
     try:
@@ -602,14 +680,20 @@ def _prepare_resume(run_dir: Path, identity: dict[str, Any], checkpointing: bool
     except FileNotFoundError:
         raise ConfigError(f"'{run_dir}' is not a run directory (no summary.json)") from None
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"'{summary_path}' cannot be read ({exc}); the run cannot be resumed") from None
+        raise ConfigError(
+            f"'{summary_path}' cannot be read ({exc}); the run cannot be resumed"
+        ) from None
     if previous.get("status") in ("completed", "degraded"):
-        raise ConfigError(f"run '{run_dir}' already {previous['status']}: nothing to resume (see society replay)")
+        raise ConfigError(
+            f"run '{run_dir}' already {previous['status']}: nothing to resume (see society replay)"
+        )
     if checkpointing and (run_dir / CHECKPOINT_FILE).exists():
         doc = load_for_resume(run_dir)
         if doc["run"] != identity:
             diff = sorted(k for k in identity if doc["run"].get(k) != identity[k])
-            raise ConfigError(f"checkpoint in '{run_dir}' belongs to another run (differs in: {', '.join(diff)})")
+            raise ConfigError(
+                f"checkpoint in '{run_dir}' belongs to another run (differs in: {', '.join(diff)})"
+            )
         return doc
     # No checkpoint: the run starts again from clean state (rows, artifact stores, plots...);
     # only the LLM cache stays, its replies keyed by exactly what was asked.
@@ -655,7 +739,9 @@ _ROW_COLUMNS = ("time", "metric", "value", "replicate")
 MAX_PLOT_LINES = 8  # more label values than this on one metric (per-agent rows) are averaged
 
 
-def plot_metrics(frame: pd.DataFrame, plots_dir: Path, metrics: list[str] | None = None) -> list[Path]:
+def plot_metrics(
+    frame: pd.DataFrame, plots_dir: Path, metrics: list[str] | None = None
+) -> list[Path]:
     """One PNG per metric against time: the mean over replicates, each replicate faint.
 
     Rows of a metric that carry labels (a cohort, a kind, a strategy) are drawn as one line
@@ -687,7 +773,9 @@ def plot_metrics(frame: pd.DataFrame, plots_dir: Path, metrics: list[str] | None
             for _, rep in per_rep.groupby("replicate"):
                 ax.plot(rep["time"], rep["value"], color=colour, alpha=0.25, lw=0.8)
             mean = per_rep.groupby("time")["value"].mean()
-            ax.plot(mean.index, mean.values, color=colour, lw=2, label=name or "mean over replicates")
+            ax.plot(
+                mean.index, mean.values, color=colour, lw=2, label=name or "mean over replicates"
+            )
         ax.set_xlabel("time")
         ax.set_ylabel(metric)
         ax.legend(loc="best", fontsize=8)

@@ -51,5 +51,3 @@ def start_ray(workers: int, address: str | None) -> tuple[Any, bool]:
         where = f"at '{address}'" if address else "locally"
         raise ConfigError(one_line(f"cannot start or reach Ray {where}: {exc}", 500)) from None
     return ray, True
-
-

@@ -20,7 +20,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-BASE_COLUMNS = {"replicate": pa.int64(), "time": pa.float64(), "metric": pa.string(), "value": pa.float64()}
+BASE_COLUMNS = {
+    "replicate": pa.int64(),
+    "time": pa.float64(),
+    "metric": pa.string(),
+    "value": pa.float64(),
+}
 _LABEL_TYPES = {int: pa.int64(), float: pa.float64(), str: pa.string()}
 
 
@@ -43,7 +48,9 @@ class Recorder:
         labels = dict(labels or {})
         for name, typ in labels.items():
             if name in BASE_COLUMNS:
-                raise ValueError(f"label '{name}' clashes with a base column ({', '.join(BASE_COLUMNS)})")
+                raise ValueError(
+                    f"label '{name}' clashes with a base column ({', '.join(BASE_COLUMNS)})"
+                )
             if typ not in _LABEL_TYPES:
                 raise ValueError(f"label '{name}' has type {typ!r}; accepted: int, float, str")
         self.schema = pa.schema(
@@ -69,13 +76,17 @@ class Recorder:
             self.path.mkdir(parents=True, exist_ok=True)
             self._parts = len(list(self.path.glob("part-*.parquet")))
 
-    def record(self, time: float, metric: str, value: Any, *, replicate: Any = 0, **labels: Any) -> None:
+    def record(
+        self, time: float, metric: str, value: Any, *, replicate: Any = 0, **labels: Any
+    ) -> None:
         """Record one value, or many at once: ``value`` and ``replicate`` (and labels) may be
         arrays of one length, e.g. one value per replicate, or per agent with ``agent=ids``."""
         value = np.atleast_1d(np.asarray(value, dtype=np.float64))
         n = value.shape[0]
         if value.ndim != 1:
-            raise ValueError(f"metric '{metric}': value must be a scalar or 1-D, got shape {value.shape}")
+            raise ValueError(
+                f"metric '{metric}': value must be a scalar or 1-D, got shape {value.shape}"
+            )
         cols = {
             "replicate": np.broadcast_to(np.asarray(replicate, dtype=np.int64), (n,)),
             "time": np.broadcast_to(np.asarray(time, dtype=np.float64), (n,)),
@@ -85,15 +96,21 @@ class Recorder:
         for k, v in labels.items():
             if k not in self.labels:
                 declared = ", ".join(self.labels) or "none"
-                raise ValueError(f"label '{k}' was not declared for this recorder (declared: {declared})")
-            cols[k] = np.broadcast_to(np.asarray(v, dtype=object if self.labels[k] is str else self.labels[k]), (n,))
+                raise ValueError(
+                    f"label '{k}' was not declared for this recorder (declared: {declared})"
+                )
+            cols[k] = np.broadcast_to(
+                np.asarray(v, dtype=object if self.labels[k] is str else self.labels[k]), (n,)
+            )
         self._buf.append(cols)
         self._buffered += n
         if n:
             t = float(np.max(cols["time"]))
             if np.isfinite(t) and (self.latest_time is None or t > self.latest_time):
                 self.latest_time = t
-        if self._buffered >= self.chunk_rows or (self.flush_interval_s is not None and self._flush_due()):
+        if self._buffered >= self.chunk_rows or (
+            self.flush_interval_s is not None and self._flush_due()
+        ):
             self.flush()
 
     def _flush_due(self) -> bool:
@@ -111,7 +128,9 @@ class Recorder:
         for field in self.schema:
             parts = [c[field.name] if field.name in c else None for c in self._buf]
             chunks = [
-                pa.array(p, type=field.type) if p is not None else pa.nulls(len(c["value"]), field.type)
+                pa.array(p, type=field.type)
+                if p is not None
+                else pa.nulls(len(c["value"]), field.type)
                 for p, c in zip(parts, self._buf, strict=True)
             ]
             arrays.append(pa.chunked_array(chunks, type=field.type).combine_chunks())
@@ -158,7 +177,9 @@ def read_metrics(path: str | Path, *, schema: pa.Schema | None = None) -> pd.Dat
     if path.is_dir() and (path / "metrics.parquet").exists():
         path = path / "metrics.parquet"
     if not path.exists():
-        raise FileNotFoundError(f"no metrics at {path} (expected a run directory or its metrics.parquet)")
+        raise FileNotFoundError(
+            f"no metrics at {path} (expected a run directory or its metrics.parquet)"
+        )
     parts = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
     if not parts:
         return (schema or pa.schema(list(BASE_COLUMNS.items()))).empty_table().to_pandas()

@@ -56,7 +56,9 @@ def _status(s: dict) -> str:
         extra += f"<li>first failure: {_e(s['first_failure'])}</li>"
     if s.get("stop_reason") or s.get("error"):
         extra += f"<li>{_e(s.get('stop_reason') or s.get('error'))}</li>"
-    return f'<p>status: <span class="{cls}">{_e(status)}</span></p>' + (f"<ul>{extra}</ul>" if extra else "")
+    return f'<p>status: <span class="{cls}">{_e(status)}</span></p>' + (
+        f"<ul>{extra}</ul>" if extra else ""
+    )
 
 
 def _headline(runs: list[tuple[str, dict]]) -> str:
@@ -85,7 +87,9 @@ def _params(runs: list[tuple[str, dict]]) -> str:
                ("llm", lambda s: s.get("options", {}).get("llm", "–"))]  # fmt: skip
     getters += [(k, lambda s, k=k: s["config"].get(k, "–")) for k in keys]
     rows = [
-        f'<tr><td class="l">{_e(k)}</td>' + "".join(f"<td>{_e(get(s))}</td>" for _, s in runs) + "</tr>"
+        f'<tr><td class="l">{_e(k)}</td>'
+        + "".join(f"<td>{_e(get(s))}</td>" for _, s in runs)
+        + "</tr>"
         for k, get in getters
     ]
     return f'<table><tr><th class="l">parameter</th>{head}</tr>{"".join(rows)}</table>'
@@ -104,7 +108,9 @@ def _llm(s: dict) -> str:
     llm = s.get("llm")
     if not llm:
         return "<p>no LLM calls</p>"
-    kinds = ", ".join(f"{_e(k)} {n}" for k, n in sorted(llm.get("failure_kinds", {}).items())) or "none"
+    kinds = (
+        ", ".join(f"{_e(k)} {n}" for k, n in sorted(llm.get("failure_kinds", {}).items())) or "none"
+    )
     return (f"<p>{llm.get('requests', 0)} requests, {llm.get('failures', 0)} failed "
             f"({kinds}), {llm.get('fallbacks', 0)} fallbacks, {llm.get('budget_stopped', 0)} "
             "stopped by the budget</p>")  # fmt: skip
@@ -117,14 +123,20 @@ def write_report(run_dirs: list[str | Path], out: str | Path | None = None) -> P
         raise ConfigError("report needs at least one run directory")
     dirs = [Path(d) for d in run_dirs]
     runs = [(d.name, load_run(d)) for d in dirs]
-    title = runs[0][1]["scenario"] if len(runs) == 1 else "comparison of " + ", ".join(n for n, _ in runs)
+    title = (
+        runs[0][1]["scenario"]
+        if len(runs) == 1
+        else "comparison of " + ", ".join(n for n, _ in runs)
+    )
     parts = [f"<h1>{_e(title)}</h1>"]
     parts += [f"<h2>headline metrics</h2>{_headline(runs)}", f"<h2>parameters</h2>{_params(runs)}"]
     for d, (label, s) in zip(dirs, runs, strict=True):
         parts.append(f"<h2>{_e(label)}: {_e(s['scenario'])}, seed {_e(s['seed'])}</h2>")
         parts.append(_status(s) + f"<p>wall time: {_num(s.get('wall_time_s'))} s</p>")
         parts.append(f"<h3>LLM usage</h3>{_llm(s)}<h3>plots</h3>{_plots(d)}")
-        parts.append(f"<h3>versions</h3><pre>{_e(json.dumps(s.get('versions', {}), indent=1))}</pre>")
+        parts.append(
+            f"<h3>versions</h3><pre>{_e(json.dumps(s.get('versions', {}), indent=1))}</pre>"
+        )
     doc = (f'<!doctype html><html><head><meta charset="utf-8"><title>{_e(title)}</title>'
            f"<style>{_STYLE}</style></head><body>{''.join(parts)}</body></html>")  # fmt: skip
     path = Path(out) if out is not None else dirs[0] / "report.html"

@@ -21,7 +21,9 @@ _fold_many = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
 def stream_keys(seed: jax.Array, tag: jax.Array, replicates: jax.Array) -> jax.Array:
     """Keys of one stream for many replicates, traceable (inside a compiled run):
     ``RNG(seed).keys(name, replicates)`` with ``tag = tag(name)``."""
-    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(jax.random.fold_in(jax.random.key(seed), tag), replicates)
+    return jax.vmap(jax.random.fold_in, in_axes=(None, 0))(
+        jax.random.fold_in(jax.random.key(seed), tag), replicates
+    )
 
 
 def tag(name: str) -> int:

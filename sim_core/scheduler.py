@@ -120,7 +120,9 @@ class Process:
 
     def _fire(self) -> Any:
         # Reschedule first so the cadence does not depend on what the handler does.
-        self.next = self.sim.after(self.interval, self._fire, priority=self.priority, name=self.name)
+        self.next = self.sim.after(
+            self.interval, self._fire, priority=self.priority, name=self.name
+        )
         return self.handler(*self.args)
 
     def cancel(self) -> None:
@@ -180,7 +182,9 @@ class Scheduler:
         if kw or type(handler) is _Batched:
             return self.at(self.now + delay, handler, *args, **kw)
         # Hot path (a handler rescheduling itself): the checks of at() cannot fail here.
-        ev = _new_event(Event, (self.now + delay, 0, next(self._counter), handler, args, None, None))
+        ev = _new_event(
+            Event, (self.now + delay, 0, next(self._counter), handler, args, None, None)
+        )
         heapq.heappush(self._heap, ev)
         return ev
 
@@ -196,8 +200,12 @@ class Scheduler:
         """Call ``handler(*args)`` at ``start`` (default: now) and every ``interval`` after."""
         if not interval > 0:
             raise ValueError(f"interval must be > 0, got {interval}")
-        proc = Process(self, interval, handler, args, priority, name or getattr(handler, "__name__", None))
-        proc.next = self.at(self.now if start is None else start, proc._fire, priority=priority, name=proc.name)
+        proc = Process(
+            self, interval, handler, args, priority, name or getattr(handler, "__name__", None)
+        )
+        proc.next = self.at(
+            self.now if start is None else start, proc._fire, priority=priority, name=proc.name
+        )
         return proc
 
     def cancel(self, item: Event | Process) -> None:
@@ -247,12 +255,23 @@ class Scheduler:
                 continue
             proc = getattr(ev.handler, "__self__", None)
             if isinstance(proc, Process) and ev.handler == proc._fire:
-                entry = {"process": self._handler_name(proc.handler, ev), "interval": proc.interval, "args": proc.args}
+                entry = {
+                    "process": self._handler_name(proc.handler, ev),
+                    "interval": proc.interval,
+                    "args": proc.args,
+                }
             else:
                 entry = {"handler": self._handler_name(ev.handler, ev), "args": ev.args}
-            entry.update(time=ev.time, priority=ev.priority, seq=ev.seq, agents=ev.agents, name=ev.name)
+            entry.update(
+                time=ev.time, priority=ev.priority, seq=ev.seq, agents=ev.agents, name=ev.name
+            )
             events.append(entry)
-        return {"now": self.now, "next_seq": self._peek_counter(), "dispatched": self.dispatched, "events": events}
+        return {
+            "now": self.now,
+            "next_seq": self._peek_counter(),
+            "dispatched": self.dispatched,
+            "events": events,
+        }
 
     def _peek_counter(self) -> int:
         nxt = next(self._counter)
@@ -266,7 +285,9 @@ class Scheduler:
         for e in snap["events"]:
             key = e.get("process") or e["handler"]
             if key not in self.handlers:
-                raise SnapshotError(f"saved event '{e.get('name') or key}' calls handler '{key}', which is not registered")
+                raise SnapshotError(
+                    f"saved event '{e.get('name') or key}' calls handler '{key}', which is not registered"
+                )
             fn = self.handlers[key]
             args = tuple(e["args"])
             if "process" in e:
@@ -274,7 +295,18 @@ class Scheduler:
                 handler, args = proc._fire, ()
             else:
                 handler = fn
-            ev = _new_event(Event, (float(e["time"]), int(e["priority"]), int(e["seq"]), handler, args, e["agents"], e["name"]))
+            ev = _new_event(
+                Event,
+                (
+                    float(e["time"]),
+                    int(e["priority"]),
+                    int(e["seq"]),
+                    handler,
+                    args,
+                    e["agents"],
+                    e["name"],
+                ),
+            )
             if "process" in e:
                 proc.next = ev
             heap.append(ev)
@@ -346,7 +378,9 @@ class Scheduler:
                 # Fast path: a lone event, called directly.
                 handler = ev[3]
                 try:
-                    result = handler(*ev[4]) if type(handler) is not _Batched else handler(_ids(ev[5]))
+                    result = (
+                        handler(*ev[4]) if type(handler) is not _Batched else handler(_ids(ev[5]))
+                    )
                 except Exception as exc:
                     raise EventError(ev, exc) from exc
                 if result is not None:
@@ -360,7 +394,11 @@ class Scheduler:
                 break
         if not heap:
             cancelled.clear()  # tombstones of events cancelled after they ran
-        if until_time != math.inf and self._stop_reason is None and (not heap or heap[0][0] > until_time):
+        if (
+            until_time != math.inf
+            and self._stop_reason is None
+            and (not heap or heap[0][0] > until_time)
+        ):
             self.now = max(self.now, until_time)
         self.dispatched += done
         return done
@@ -416,4 +454,3 @@ class Scheduler:
                     r()
                 except Exception as exc:
                     raise EventError(ev, exc) from exc
-

@@ -10,9 +10,36 @@ import numpy as np
 # Two-sided 97.5% quantiles of Student's t for small degrees of freedom; beyond 30 the
 # normal quantile is within 1.5% and is used (keeps scipy out of the core dependencies).
 _T975 = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
 ]
 
 
@@ -23,7 +50,9 @@ def t_quantile_975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.959964
 
 
-def summarize(values: Sequence[float] | np.ndarray, bounds: tuple[float, float] | None = None) -> dict:
+def summarize(
+    values: Sequence[float] | np.ndarray, bounds: tuple[float, float] | None = None
+) -> dict:
     """Mean and 95% t-interval over replicates: ``{"mean", "ci95": [lo, hi], "values"}``.
 
     The interval is mean +- t_{0.975, n-1} * sd / sqrt(n) (Student's t). With one replicate

@@ -320,7 +320,9 @@ def run_sweep(
                 while queue:
                     submit()
             else:  # here: one actor per worker, each on a core of its own, fed a point at a time
-                actors = [ray.remote(num_cpus=1)(_PointWorker).remote(core) for core in _cores(workers)]
+                actors = [
+                    ray.remote(num_cpus=1)(_PointWorker).remote(core) for core in _cores(workers)
+                ]
                 for actor in actors[: len(queue)]:
                     submit(actor)
             while pending:

@@ -10,7 +10,9 @@ import re
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
-def parse_weights(spec: str, accepted: tuple[str, ...] | None = None, param: str = "mix") -> dict[str, float]:
+def parse_weights(
+    spec: str, accepted: tuple[str, ...] | None = None, param: str = "mix"
+) -> dict[str, float]:
     """``"disc:49,alld:1"`` -> ``{"disc": 49.0, "alld": 1.0}``. Weights are relative; a name
     alone weighs 1. Errors are one line naming ``param`` and what is accepted; ``accepted``
     None allows any name of letters, digits, '_', '.', '-'."""
@@ -21,7 +23,9 @@ def parse_weights(spec: str, accepted: tuple[str, ...] | None = None, param: str
         name, _, w = part.strip().partition(":")
         name = name.strip()
         if (accepted is not None and name not in accepted) or not _NAME.fullmatch(name):
-            names = ", ".join(accepted) if accepted is not None else "letters, digits, '_', '.', '-'"
+            names = (
+                ", ".join(accepted) if accepted is not None else "letters, digits, '_', '.', '-'"
+            )
             raise ValueError(f"{param}: unknown entry {name!r} in {spec!r}; accepted: {names}")
         if name in out:
             raise ValueError(f"{param}: {name!r} appears twice in {spec!r}")

@@ -61,8 +61,12 @@ def build_population(
     kinds, ids = np.asarray(kinds).ravel(), np.asarray(ids).ravel()
     missing = sorted(set(kinds.tolist()) - set(make))
     if missing:
-        raise ValueError(f"no cohort factory for kind(s) {', '.join(missing)}; this scenario has {', '.join(make)}")
-    return Population([make[k](ids[kinds == k]) for k in KINDS if (kinds == k).any()], capacity=capacity)
+        raise ValueError(
+            f"no cohort factory for kind(s) {', '.join(missing)}; this scenario has {', '.join(make)}"
+        )
+    return Population(
+        [make[k](ids[kinds == k]) for k in KINDS if (kinds == k).any()], capacity=capacity
+    )
 
 
 class Population:
@@ -142,7 +146,11 @@ class Population:
         calls = []
         for c, mask in parts:
             calls.append(
-                c.aact(agents[mask], self._rows(obs, mask), jax.random.fold_in(key, self.cohorts.index(c)))
+                c.aact(
+                    agents[mask],
+                    self._rows(obs, mask),
+                    jax.random.fold_in(key, self.cohorts.index(c)),
+                )
             )
         results = [np.asarray(r) for r in await asyncio.gather(*calls)]
         if not results:
@@ -155,13 +163,21 @@ class Population:
             out[mask] = res
         return out
 
-    def learn(self, agents: np.ndarray, obs: Pytree, actions: Any, rewards: Any, key: jax.Array) -> None:
+    def learn(
+        self, agents: np.ndarray, obs: Pytree, actions: Any, rewards: Any, key: jax.Array
+    ) -> None:
         """Hand each cohort the outcomes of its agents' last actions."""
         agents = np.asarray(agents, dtype=np.int64)
         actions, rewards = np.asarray(actions), np.asarray(rewards)
         for c, mask in self._split(agents):
             sub = self._rows(obs, mask)
-            c.learn(agents[mask], sub, actions[mask], rewards[mask], jax.random.fold_in(key, self.cohorts.index(c)))
+            c.learn(
+                agents[mask],
+                sub,
+                actions[mask],
+                rewards[mask],
+                jax.random.fold_in(key, self.cohorts.index(c)),
+            )
 
     # -- lifecycle ---------------------------------------------------------------------
     def _record(self, child, parent, second, slot, gen, op: str, time: float) -> None:
@@ -178,7 +194,9 @@ class Population:
             }
         )
 
-    def _births(self, slots: np.ndarray, cohort_idx: np.ndarray, generation: np.ndarray) -> np.ndarray:
+    def _births(
+        self, slots: np.ndarray, cohort_idx: np.ndarray, generation: np.ndarray
+    ) -> np.ndarray:
         serials = self.next_serial + np.arange(slots.size)
         self.next_serial += slots.size
         self.cohort_of[slots] = cohort_idx
@@ -201,7 +219,9 @@ class Population:
         """Remove the ``count`` living agents with the lowest fitness (ties: lowest slot)."""
         fitness = np.asarray(fitness, dtype=float)
         if fitness.shape != (self.capacity,):
-            raise ValueError(f"fitness must have one value per slot ({self.capacity}), got {fitness.shape}")
+            raise ValueError(
+                f"fitness must have one value per slot ({self.capacity}), got {fitness.shape}"
+            )
         if not 0 <= count <= len(self):
             raise ValueError(f"count must lie in [0, {len(self)}], got {count}")
         live = np.flatnonzero(self.alive)
@@ -235,7 +255,15 @@ class Population:
         self._record(children, parent_serials, -1, slots, self.generation[slots], "fork", time)
         return children
 
-    def seed(self, cohort: str, slots: np.ndarray, *, key: jax.Array, time: float = 0.0, generation: int = 0) -> np.ndarray:
+    def seed(
+        self,
+        cohort: str,
+        slots: np.ndarray,
+        *,
+        key: jax.Array,
+        time: float = 0.0,
+        generation: int = 0,
+    ) -> np.ndarray:
         """Fresh agents (no parents) of ``cohort`` in the free ``slots``."""
         slots = np.atleast_1d(np.asarray(slots, dtype=np.int64))
         if self.alive[slots].any():
@@ -243,11 +271,19 @@ class Population:
         idx = self.cohorts.index(self.cohort(cohort))
         self.cohorts[idx].spawn(slots, key=key)
         children = self._births(slots, np.full(slots.size, idx), np.full(slots.size, generation))
-        self._record(children, np.full(slots.size, -1), -1, slots, self.generation[slots], "seed", time)
+        self._record(
+            children, np.full(slots.size, -1), -1, slots, self.generation[slots], "seed", time
+        )
         return children
 
     def replace_worst(
-        self, fitness: np.ndarray, fraction: float, *, key: jax.Array, mutation: float = 0.0, time: float = 0.0
+        self,
+        fitness: np.ndarray,
+        fraction: float,
+        *,
+        key: jax.Array,
+        mutation: float = 0.0,
+        time: float = 0.0,
     ) -> tuple[np.ndarray, np.ndarray]:
         """One generation of truncation selection: the worst ``fraction`` die and the best
         as many fork into their slots (best first). Returns (slots replaced, parents)."""
@@ -263,7 +299,13 @@ class Population:
         return dead, parents
 
     def merge(
-        self, first: np.ndarray, second: np.ndarray, slots: np.ndarray, *, key: jax.Array, time: float = 0.0
+        self,
+        first: np.ndarray,
+        second: np.ndarray,
+        slots: np.ndarray,
+        *,
+        key: jax.Array,
+        time: float = 0.0,
     ) -> np.ndarray:
         """Children of two parents each, born into the free ``slots`` in the first parent's
         cohort (which must also hold the second): the cohort's ``merge`` hook combines them
@@ -306,7 +348,11 @@ class Population:
         wins = fitness[order_n] > fitness[order_i]
         replaced, rejected = order_i[wins], np.setdiff1d(newcomers, order_n[wins])
         self._replacements.append(
-            {"newcomer": self.serial[order_n[wins]], "replaced": self.serial[replaced], "time": np.full(int(wins.sum()), float(time))}
+            {
+                "newcomer": self.serial[order_n[wins]],
+                "replaced": self.serial[replaced],
+                "time": np.full(int(wins.sum()), float(time)),
+            }
         )
         self.remove(np.concatenate([replaced, rejected]))
         return replaced, rejected
@@ -315,7 +361,12 @@ class Population:
         """Free-agency outcomes: newcomer serial, serial of the incumbent it replaced, time."""
         if not self._replacements:
             return pd.DataFrame({"newcomer": [], "replaced": [], "time": []})
-        return pd.DataFrame({k: np.concatenate([r[k] for r in self._replacements]) for k in ("newcomer", "replaced", "time")})
+        return pd.DataFrame(
+            {
+                k: np.concatenate([r[k] for r in self._replacements])
+                for k in ("newcomer", "replaced", "time")
+            }
+        )
 
     def parent_map(self) -> dict[int, tuple[int, ...]]:
         """child serial -> parent serials, e.g. for the artifact store's ``inherited`` policy
@@ -329,7 +380,9 @@ class Population:
     def lineage(self) -> pd.DataFrame:
         """Every birth: child and parent serials (-1: none), slot, generation, op, time."""
         if not self._lineage:
-            return pd.DataFrame({c: pd.Series(dtype=object if c == "op" else float) for c in LINEAGE_COLUMNS})
+            return pd.DataFrame(
+                {c: pd.Series(dtype=object if c == "op" else float) for c in LINEAGE_COLUMNS}
+            )
         cols = {k: np.concatenate([r[k] for r in self._lineage]) for k in LINEAGE_COLUMNS}
         return pd.DataFrame(cols)
 
@@ -359,7 +412,9 @@ class Population:
         (names and order), e.g. when a run resumes from a checkpoint."""
         names = [c["name"] for c in state["cohorts"]]
         if names != [c.name for c in self.cohorts]:
-            raise ValueError(f"state has cohorts {names}, this population {[c.name for c in self.cohorts]}")
+            raise ValueError(
+                f"state has cohorts {names}, this population {[c.name for c in self.cohorts]}"
+            )
         for cohort, s in zip(self.cohorts, state["cohorts"], strict=True):
             cohort.load_state_dict(s)
         self.cohort_of = np.asarray(state["cohort_of"], np.int32).copy()
@@ -367,6 +422,10 @@ class Population:
         self.generation = np.asarray(state["generation"], np.int64).copy()
         self.next_serial = int(state["next_serial"])
         lineage = state["lineage"]
-        rows = {k: np.asarray(lineage[k], dtype=object if k == "op" else np.int64) for k in LINEAGE_COLUMNS if k != "time"}
+        rows = {
+            k: np.asarray(lineage[k], dtype=object if k == "op" else np.int64)
+            for k in LINEAGE_COLUMNS
+            if k != "time"
+        }
         rows["time"] = np.asarray(lineage["time"], np.float64)
         self._lineage = [rows] if len(rows["child"]) else []

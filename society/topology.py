@@ -225,7 +225,13 @@ class Topology:
         edges.flags.writeable = False
         keys.flags.writeable = False
         topo = object.__new__(cls)
-        for attr, value in (("n", int(n)), ("edges", edges), ("directed", False), ("name", name), ("_cache", {"keys": keys})):
+        for attr, value in (
+            ("n", int(n)),
+            ("edges", edges),
+            ("directed", False),
+            ("name", name),
+            ("_cache", {"keys": keys}),
+        ):
             object.__setattr__(topo, attr, value)
         return topo
 
@@ -420,9 +426,13 @@ class Topology:
                         ) from None
                     pairs += (u, v)
         except UnicodeDecodeError as exc:
-            raise ValueError(f"{path}: not UTF-8 text ({exc.reason}); an edge list is lines 'u v'") from None
+            raise ValueError(
+                f"{path}: not UTF-8 text ({exc.reason}); an edge list is lines 'u v'"
+            ) from None
         except OSError as exc:
-            raise ValueError(f"edge-list file {str(path)!r} cannot be read: {exc.strerror or exc}") from None
+            raise ValueError(
+                f"edge-list file {str(path)!r} cannot be read: {exc.strerror or exc}"
+            ) from None
         arr = np.array(pairs, dtype=np.int64).reshape(-1, 2)
         size = n if n is not None else (int(arr.max()) + 1 if arr.size else 0)
         keys = _unique_sorted(_undirected_keys(size, arr[:, 0], arr[:, 1]))

@@ -33,7 +33,9 @@ def test_list_and_describe(capsys):
 
 def test_list_does_not_import_jax():
     code = "import sys; from scenarios.cli import main; main(['list']); print('jax' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip().splitlines()[-1] == "False"
 
 
@@ -41,8 +43,22 @@ def test_run_writes_run_directory(tmp_path: Path):
     cfg = tmp_path / "params.toml"
     cfg.write_text('population = 64\nsteps = 5\ngraph = "cycle"\n')
     out = tmp_path / "run"
-    res = society("run", "network-game", "--config", str(cfg), "--set", "update=fermi",
-                  "--set", "synchronous=true", "--seed", "3", "--replicates", "2", "--out", str(out))
+    res = society(
+        "run",
+        "network-game",
+        "--config",
+        str(cfg),
+        "--set",
+        "update=fermi",
+        "--set",
+        "synchronous=true",
+        "--seed",
+        "3",
+        "--replicates",
+        "2",
+        "--out",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     assert "cooperator_fraction" in res.stdout and str(out) in res.stdout
     summary = json.loads((out / "summary.json").read_text())
@@ -55,7 +71,10 @@ def test_run_writes_run_directory(tmp_path: Path):
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["run", "network-game", "--set", "popluation=10"], "unknown parameter 'popluation'; accepted: agents, split, population"),
+        (
+            ["run", "network-game", "--set", "popluation=10"],
+            "unknown parameter 'popluation'; accepted: agents, split, population",
+        ),
         (["run", "network-game", "--set", "update=vote"], "invalid value for 'update'"),
         (["run", "network-game", "--set", "population=-5"], "invalid value for 'population'"),
         (["run", "network-game", "--set", "agents"], "--set expects KEY=VALUE"),
@@ -63,7 +82,19 @@ def test_run_writes_run_directory(tmp_path: Path):
         (["run", "network-game", "--config", "/nonexistent.toml"], "does not exist"),
         (["run", "chess"], "unknown scenario 'chess'; available: "),
         (["describe", "chess"], "unknown scenario 'chess'"),
-        (["run", "network-game", "--set", "graph=lattice", "--set", "population=50", "--set", "steps=1"], "square"),
+        (
+            [
+                "run",
+                "network-game",
+                "--set",
+                "graph=lattice",
+                "--set",
+                "population=50",
+                "--set",
+                "steps=1",
+            ],
+            "square",
+        ),
     ],
 )
 def test_bad_input_is_one_line_on_stderr_with_status_2(args, needle):
@@ -83,8 +114,15 @@ def test_bad_toml_file(tmp_path: Path):
 
 
 def test_parse_set_reads_toml_literals():
-    assert parse_set(["a=3", "b=0.5", "c=true", "d=single", 'e="x y"', "self-interaction=false"]) == {
-        "a": 3, "b": 0.5, "c": True, "d": "single", "e": "x y", "self_interaction": False,
+    assert parse_set(
+        ["a=3", "b=0.5", "c=true", "d=single", 'e="x y"', "self-interaction=false"]
+    ) == {
+        "a": 3,
+        "b": 0.5,
+        "c": True,
+        "d": "single",
+        "e": "x y",
+        "self_interaction": False,
     }
     with pytest.raises(ConfigError):
         parse_set(["=3"])

@@ -168,7 +168,9 @@ def test_determinism_and_batch_independence():
 def test_an_agents_initial_policy_does_not_depend_on_the_cohort_size():
     """A replicate batch of one gives one-agent cohorts: their draws must match larger ones."""
     leaves = {
-        n: jax.tree_util.tree_leaves(LearnedCohort("l", np.arange(n), features=["a", "b"], key=7).state)
+        n: jax.tree_util.tree_leaves(
+            LearnedCohort("l", np.arange(n), features=["a", "b"], key=7).state
+        )
         for n in (1, 2, 37)
     }
     for n in (1, 2):

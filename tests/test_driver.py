@@ -38,7 +38,9 @@ class Talk(Scenario):
             ids = np.arange(cfg.population)
             make = {
                 "rules": lambda a: RuleCohort("rules", a, "random", params={"random": {"p": 1.0}}),
-                "llm": lambda a: LLMCohort("llm", a, client, schema=Say, fallback=Say(give=False), template="Give? {x}"),
+                "llm": lambda a: LLMCohort(
+                    "llm", a, client, schema=Say, fallback=Say(give=False), template="Give? {x}"
+                ),
             }
             pop = build_population(kinds_of(cfg, ctx.rng.numpy("split", r)), ids, make)
             gave = 0.0
@@ -58,7 +60,9 @@ def test_kinds_follow_agents_and_split():
     kinds = kinds_of(cfg, np.random.default_rng(0))
     assert sorted(kinds.tolist()) == ["llm"] * 2 + ["rules"] * 6
     assert kinds_of(cfg, np.random.default_rng(0)).tolist() == kinds.tolist()  # seeded
-    assert uses_llm(cfg) and not uses_llm(TalkConfig(agents="mixed", split="rules:99,llm:1", population=8))
+    assert uses_llm(cfg) and not uses_llm(
+        TalkConfig(agents="mixed", split="rules:99,llm:1", population=8)
+    )
     assert (kinds_of(TalkConfig(agents="rules"), 0) == "rules").all()
 
 
@@ -73,10 +77,14 @@ def test_one_cohort_per_kind_present_in_a_fixed_order():
     assert made == [("rules", [11, 13]), ("learned", [12]), ("llm", [10])]
     assert [c.name for c in pop.cohorts] == ["rules", "learned", "llm"]
     with pytest.raises(ValueError, match="no cohort factory for kind.* llm"):
-        build_population(kinds, np.arange(4), {"rules": maker("rules"), "learned": maker("learned")})
+        build_population(
+            kinds, np.arange(4), {"rules": maker("rules"), "learned": maker("learned")}
+        )
 
 
-def test_a_budget_stop_ends_the_run_in_one_wording_and_leaves_later_replicates_unrun(tmp_path: Path):
+def test_a_budget_stop_ends_the_run_in_one_wording_and_leaves_later_replicates_unrun(
+    tmp_path: Path,
+):
     srv = TestServer(reply='{"give": true}').start_in_thread()
     try:
         res = scenarios.run(
@@ -98,4 +106,6 @@ def test_no_scenario_opens_its_own_llm_session_or_event_loop():
     for path in root.glob("*/*.py"):
         text = path.read_text()
         for own in ("open_client(", "asyncio.run(", "record_usage("):
-            assert own not in text, f"{path.relative_to(root)} calls {own}: use society.driver.drive"
+            assert own not in text, (
+                f"{path.relative_to(root)} calls {own}: use society.driver.drive"
+            )

@@ -82,7 +82,9 @@ def assert_one_line_error(rc: int, err: str, argv: object = None) -> str:
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes (directories as ``name/``, with no bytes)."""
     return {
-        str(p.relative_to(root)) + ("/" if p.is_dir() else ""): b"" if p.is_dir() else p.read_bytes()
+        str(p.relative_to(root)) + ("/" if p.is_dir() else ""): b""
+        if p.is_dir()
+        else p.read_bytes()
         for p in sorted(root.rglob("*"))
     }
 
@@ -117,7 +119,9 @@ FIELDS = sorted({f for name in NAMES for f in scenarios.config_class(name).model
 
 set_keys = st.one_of(
     st.sampled_from(FIELDS),
-    st.sampled_from(["", " ", "-", "--", "agents ", " agents", "AGENTS", "agent-type", "seed", "a.b", "é"]),
+    st.sampled_from(
+        ["", " ", "-", "--", "agents ", " agents", "AGENTS", "agent-type", "seed", "a.b", "é"]
+    ),
     st.text(max_size=8),
 )
 set_values = st.one_of(
@@ -125,12 +129,57 @@ set_values = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.sampled_from(
         [
-            "", " ", "=", "a=b", "==", "true", "false", "True", "nan", "+inf", "-inf", "-0",
-            "1e400", "-1e400", "0x10", "1_000", "0.5", "1.", '"text"', "'lit'", '""', "[1, 2]",
-            "[]", "{a = 1}", "{}", "[[]]", "1979-05-27", "07:32:00", '"\\u0000"', "[" * 60,
-            "{a=" * 40, "single", "rules", "learned", "llm", "mixed", "rules:1,llm:1",
-            "rules:-1", "rules:nan", "complete", "lattice", "cycle", "/", ".", "/dev/null",
-            "x" * 300, "a\nb", "a\rb", "\x00", "\u2028", "\ufeff1",
+            "",
+            " ",
+            "=",
+            "a=b",
+            "==",
+            "true",
+            "false",
+            "True",
+            "nan",
+            "+inf",
+            "-inf",
+            "-0",
+            "1e400",
+            "-1e400",
+            "0x10",
+            "1_000",
+            "0.5",
+            "1.",
+            '"text"',
+            "'lit'",
+            '""',
+            "[1, 2]",
+            "[]",
+            "{a = 1}",
+            "{}",
+            "[[]]",
+            "1979-05-27",
+            "07:32:00",
+            '"\\u0000"',
+            "[" * 60,
+            "{a=" * 40,
+            "single",
+            "rules",
+            "learned",
+            "llm",
+            "mixed",
+            "rules:1,llm:1",
+            "rules:-1",
+            "rules:nan",
+            "complete",
+            "lattice",
+            "cycle",
+            "/",
+            ".",
+            "/dev/null",
+            "x" * 300,
+            "a\nb",
+            "a\rb",
+            "\x00",
+            "\u2028",
+            "\ufeff1",
         ]
     ),
     st.text(max_size=12),
@@ -160,7 +209,11 @@ def _toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
-        return "nan" if v != v else ("inf" if v == float("inf") else "-inf" if v == float("-inf") else repr(v))
+        return (
+            "nan"
+            if v != v
+            else ("inf" if v == float("inf") else "-inf" if v == float("-inf") else repr(v))
+        )
     if isinstance(v, str):
         return json.dumps(v)
     return str(v)
@@ -173,13 +226,23 @@ toml_scalars = st.one_of(
     st.text(max_size=8),
 )
 toml_lines = st.one_of(
-    st.tuples(st.sampled_from(FIELDS), toml_scalars).map(lambda kv: f"{kv[0]} = {_toml_value(kv[1])}"),
+    st.tuples(st.sampled_from(FIELDS), toml_scalars).map(
+        lambda kv: f"{kv[0]} = {_toml_value(kv[1])}"
+    ),
     st.tuples(st.sampled_from(FIELDS), st.lists(toml_scalars, max_size=3)).map(
         lambda kv: f"{kv[0]} = [{', '.join(map(_toml_value, kv[1]))}]"
     ),
     st.sampled_from(FIELDS).map(lambda k: f"[{k}]\nx = 1"),  # a nested table
     st.sampled_from(
-        ["agents = = 3", "[a.b.c]", "agents = 1\nagents = 2", "x = [" * 30, "= 1", "\x00", '"a" = 1']
+        [
+            "agents = = 3",
+            "[a.b.c]",
+            "agents = 1\nagents = 2",
+            "x = [" * 30,
+            "= 1",
+            "\x00",
+            '"a" = 1',
+        ]
     ),
 )
 toml_files = st.one_of(
@@ -379,16 +442,35 @@ ids = st.one_of(
     st.sampled_from(["1.5", "1e3", "0x1", "-0", "+1", "\u0663", "1_0", "nan", "9" * 5000]),
 )
 edge_lines = st.one_of(
-    st.tuples(ids, ids, st.sampled_from([" ", "\t", "  ", " \u3000 "])).map(lambda t: t[0] + t[2] + t[1]),
+    st.tuples(ids, ids, st.sampled_from([" ", "\t", "  ", " \u3000 "])).map(
+        lambda t: t[0] + t[2] + t[1]
+    ),
     st.tuples(st.integers(0, 9), st.integers(0, 9)).map(lambda t: f"{t[0]} {t[1]}"),  # often valid
     st.sampled_from(
-        ["# a comment", "", "   ", "\t", "0 1 2", "0", "a b", "0 1 # trailing", "1\t0", "0,1",
-         "0 0", "3 3", "\x00", "0 1\x00"]
+        [
+            "# a comment",
+            "",
+            "   ",
+            "\t",
+            "0 1 2",
+            "0",
+            "a b",
+            "0 1 # trailing",
+            "1\t0",
+            "0,1",
+            "0 0",
+            "3 3",
+            "\x00",
+            "0 1\x00",
+        ]
     ),  # fmt: skip
 )
 edge_files = st.one_of(
-    st.tuples(st.lists(edge_lines, max_size=8), st.sampled_from(["\n", "\r\n", "\r"]),
-              st.sampled_from([b"", b"\xef\xbb\xbf"])).map(  # fmt: skip
+    st.tuples(
+        st.lists(edge_lines, max_size=8),
+        st.sampled_from(["\n", "\r\n", "\r"]),
+        st.sampled_from([b"", b"\xef\xbb\xbf"]),
+    ).map(  # fmt: skip
         lambda t: t[2] + t[1].join(t[0]).encode()
     ),
     st.binary(max_size=40),
@@ -511,7 +593,9 @@ def _sqlite_bytes(tmp: Path, table: str, columns: list[str]) -> bytes:
     path = fresh(tmp, "schema")
     with sqlite3.connect(path) as db:
         db.execute(f'CREATE TABLE "{table}" ({", ".join(f"{c!r}" for c in columns)})')
-        db.execute(f'INSERT INTO "{table}" VALUES ({", ".join("?" * len(columns))})', [1] * len(columns))
+        db.execute(
+            f'INSERT INTO "{table}" VALUES ({", ".join("?" * len(columns))})', [1] * len(columns)
+        )
     db.close()
     return path.read_bytes()
 
@@ -631,7 +715,11 @@ def test_corrupt_cache_through_the_cli_replay(tmp_path, good_cache):
         "options": {"llm": "openai/test-model"},
     }
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    variants = [good_cache[:100], bytes(range(256)) * 4, _sqlite_bytes(tmp_path, "responses", ["a"])]
+    variants = [
+        good_cache[:100],
+        bytes(range(256)) * 4,
+        _sqlite_bytes(tmp_path, "responses", ["a"]),
+    ]
     for content in variants:
         (run_dir / "llm-cache.sqlite").write_bytes(content)
         before = snapshot(run_dir)

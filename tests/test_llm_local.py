@@ -287,7 +287,9 @@ def test_serve_runs_until_interrupted() -> None:
         port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
         assert _port_open("127.0.0.1", port)
         proc.send_signal(signal.SIGINT)  # Ctrl-C
-        assert proc.wait(timeout=120) == 0  # liveness deadline only (a loaded 2-core CI machine took > 30 s once)
+        assert (
+            proc.wait(timeout=120) == 0
+        )  # liveness deadline only (a loaded 2-core CI machine took > 30 s once)
         assert not _port_open("127.0.0.1", port)
     finally:
         proc.kill()

@@ -64,7 +64,16 @@ def test_async_updates_keep_payoffs_in_sync(update):
     in each of 3 replicates updated together (flat arrays, one dummy agent per replicate)."""
     n, reps = 30, 3
     nb = Neighbours.from_edges(*_ring_with_chords(n), n, table=True)
-    r = rules(update=update, game="custom", R=1.3, S=-0.7, T=2.1, P=0.2, self_interaction=True, selection=0.5)
+    r = rules(
+        update=update,
+        game="custom",
+        R=1.3,
+        S=-0.7,
+        T=2.1,
+        P=0.2,
+        self_interaction=True,
+        selection=0.5,
+    )
     s = (jax.random.uniform(jax.random.key(1), (reps, n)) < 0.5).astype(jnp.int8)
     pad = jnp.zeros((reps, 1))
     sp = jnp.concatenate([s, pad.astype(jnp.int8)], axis=1).ravel()
@@ -75,7 +84,9 @@ def test_async_updates_keep_payoffs_in_sync(update):
     (sp, raw), _ = jax.lax.scan(partial(_async_update, r, nb), (sp, raw), xs)
     sp, raw = sp.reshape(reps, n + 1)[:, :n], raw.reshape(reps, n + 1)[:, :n]
     for k in range(reps):
-        np.testing.assert_allclose(np.asarray(raw[k]), np.asarray(raw_payoffs(r, nb, sp[k])), atol=1e-4)
+        np.testing.assert_allclose(
+            np.asarray(raw[k]), np.asarray(raw_payoffs(r, nb, sp[k])), atol=1e-4
+        )
 
 
 def _ring_with_chords(n):
@@ -87,14 +98,29 @@ def _ring_with_chords(n):
 
 @pytest.mark.parametrize(
     "update,sync",
-    [("death-birth", True), ("birth-death", True), ("imitation", True), ("fermi", False),
-     ("birth-death", False), ("imitation", False), ("proportional", None), ("best-neighbour", None)],
+    [
+        ("death-birth", True),
+        ("birth-death", True),
+        ("imitation", True),
+        ("fermi", False),
+        ("birth-death", False),
+        ("imitation", False),
+        ("proportional", None),
+        ("best-neighbour", None),
+    ],
 )
 def test_every_rule_keeps_uniform_populations_uniform(update, sync):
     for init in (0.0, 1.0):
         res = scenarios.run(
-            "network-game", write=False, population=64, steps=3, update=update, synchronous=sync,
-            init_cooperators=init, graph="small-world", game="snowdrift",
+            "network-game",
+            write=False,
+            population=64,
+            steps=3,
+            update=update,
+            synchronous=sync,
+            init_cooperators=init,
+            graph="small-world",
+            game="snowdrift",
         )
         assert res.summary["metrics"]["cooperator_fraction"]["values"] == [init]
 
@@ -105,9 +131,18 @@ def test_nowak_may_1992_spatial_chaos_regimes():
     cooperator share settles at 12 ln 2 - 8 = 0.318 (spatial chaos); for b < 1.8 cooperators
     hold most of the lattice; for b > 2 defectors take over."""
     common = dict(
-        graph="lattice", population=80 * 80, neighbourhood="moore", self_interaction=True,
-        update="best-neighbour", game="pd", R=1.0, S=0.0, P=0.0, init_cooperators=0.9,
-        steps=250, average_from=150,
+        graph="lattice",
+        population=80 * 80,
+        neighbourhood="moore",
+        self_interaction=True,
+        update="best-neighbour",
+        game="pd",
+        R=1.0,
+        S=0.0,
+        P=0.0,
+        init_cooperators=0.9,
+        steps=250,
+        average_from=150,
     )
     frac = {}
     for b in (1.6, 1.9, 2.1):
@@ -122,8 +157,15 @@ def test_nowak_may_1992_spatial_chaos_regimes():
 
 def _rho(**kw) -> tuple[float, list[float]]:
     res = scenarios.run(
-        "network-game", write=False, update="death-birth", game="donation", c=1.0,
-        init_cooperators="single", until="fixation", steps=20000, **kw,
+        "network-game",
+        write=False,
+        update="death-birth",
+        game="donation",
+        c=1.0,
+        init_cooperators="single",
+        until="fixation",
+        steps=20000,
+        **kw,
     )
     m = res.summary["metrics"]["fixation_cooperators"]
     return m["mean"], m["ci95"]
@@ -141,8 +183,24 @@ def test_ohtsuki_2006_b_over_c_greater_than_k_for_death_birth():
     cooperator fixes with probability above 1/N when b/c exceeds k (finite-N threshold
     (N - 2) / (N/k - 2): 2.25 for the 20-cycle, 4.46 for a 4-regular graph of 60)."""
     for graph, n, k, reps in (("cycle", 20, 2, 600), ("random-regular", 60, 4, 600)):
-        hi, hi_ci = _rho(graph=graph, population=n, degree=k, b=2.0 * k + 1, selection=0.1, seed=1, replicates=reps)
-        lo, lo_ci = _rho(graph=graph, population=n, degree=k, b=k / 2 + 0.5, selection=0.1, seed=2, replicates=reps)
+        hi, hi_ci = _rho(
+            graph=graph,
+            population=n,
+            degree=k,
+            b=2.0 * k + 1,
+            selection=0.1,
+            seed=1,
+            replicates=reps,
+        )
+        lo, lo_ci = _rho(
+            graph=graph,
+            population=n,
+            degree=k,
+            b=k / 2 + 0.5,
+            selection=0.1,
+            seed=2,
+            replicates=reps,
+        )
         # The 95% intervals must exclude the neutral 1/N on the predicted side.
         assert hi_ci[0] > 1 / n, (graph, hi, hi_ci)
         assert lo_ci[1] < 1 / n, (graph, lo, lo_ci)
@@ -152,7 +210,10 @@ def test_ohtsuki_2006_b_over_c_greater_than_k_for_death_birth():
 def test_same_seed_same_output_whatever_the_batching(update):
     # Asynchronous updates run every replicate of a batch in one flat array: replicate r
     # must not see another's agents, nor draw another's numbers.
-    kw = dict(write=False, population=100, steps=20, update=update, graph="scale-free", replicates=3)
+    kw = dict(
+        write=False, population=100, steps=20, update=update, graph="scale-free", replicates=3
+    )
+
     def rows(**extra):  # batches record replicate by replicate: compare in a canonical order
         df = scenarios.run("network-game", **kw, **extra).metrics
         return df.sort_values(["replicate", "time", "metric"], kind="stable").reset_index(drop=True)
@@ -163,7 +224,15 @@ def test_same_seed_same_output_whatever_the_batching(update):
 
 
 def test_records_and_average_from():
-    res = scenarios.run("network-game", write=False, population=50, steps=10, record_every=3, average_from=5, replicates=2)
+    res = scenarios.run(
+        "network-game",
+        write=False,
+        population=50,
+        steps=10,
+        record_every=3,
+        average_from=5,
+        replicates=2,
+    )
     df = res.metrics
     assert sorted(df["time"].unique().tolist()) == [0.0, 3.0, 6.0, 9.0, 10.0]
     assert set(df["replicate"]) == {0, 1}
@@ -195,13 +264,26 @@ def test_santos_pacheco_2005_scale_free_networks_favour_cooperation():
     0.98/0.92 vs 0.00/0.00 and snowdrift r=0.5 0.99/0.97 vs 0.38/0.37, so requiring a gap
     of 0.3 leaves a wide margin for seed-to-seed variation."""
     beta = 1.5  # r = 0.5
-    games = {"pd": dict(R=1.0, S=0.0, T=1.5, P=0.0), "snowdrift": dict(R=beta - 0.5, S=beta - 1, T=beta, P=0.0)}
+    games = {
+        "pd": dict(R=1.0, S=0.0, T=1.5, P=0.0),
+        "snowdrift": dict(R=beta - 0.5, S=beta - 1, T=beta, P=0.0),
+    }
     for game, payoffs in games.items():
         frac = {}
         for graph in ("scale-free", "random-regular"):
             res = scenarios.run(
-                "network-game", seed=2, replicates=2, write=False, graph=graph, population=1000, degree=4,
-                update="proportional", steps=800, average_from=500, game=game, **payoffs,
+                "network-game",
+                seed=2,
+                replicates=2,
+                write=False,
+                graph=graph,
+                population=1000,
+                degree=4,
+                update="proportional",
+                steps=800,
+                average_from=500,
+                game=game,
+                **payoffs,
             )
             frac[graph] = res.summary["metrics"]["cooperator_fraction"]["mean"]
         assert frac["scale-free"] - frac["random-regular"] > 0.3, (game, frac)
@@ -223,8 +305,16 @@ def test_rule_agents_imitate_strategies_and_defectors_spread():
     """ALLD earns b * (cooperating neighbours) without paying, so under Fermi imitation with
     a strong beta it takes over a well-mixed-ish random graph."""
     res = scenarios.run(
-        "network-game", write=False, population=200, steps=60, graph="random-regular", b=2.0, c=1.0,
-        strategies="allc:1,alld:1", beta=5.0, seed=3,
+        "network-game",
+        write=False,
+        population=200,
+        steps=60,
+        graph="random-regular",
+        b=2.0,
+        c=1.0,
+        strategies="allc:1,alld:1",
+        beta=5.0,
+        seed=3,
     )
     df = res.metrics
     coop = df[df.metric == "cooperator_fraction"].sort_values("time")["value"].to_numpy()
@@ -236,10 +326,20 @@ def test_learned_agents_learn_that_defection_pays_in_the_donation_game():
     gradient pushes its donation level down: the mean falls from about 0.5. Deterministic for
     the fixed seed; the 0.1 drop is about a third of what this seed shows after 150 rounds."""
     res = scenarios.run(
-        "network-game", write=False, population=200, steps=150, agents="learned", learning="reinforce",
-        learning_rate=0.1, b=5.0, c=1.0, seed=1,
+        "network-game",
+        write=False,
+        population=200,
+        steps=150,
+        agents="learned",
+        learning="reinforce",
+        learning_rate=0.1,
+        b=5.0,
+        c=1.0,
+        seed=1,
     )
-    coop = res.metrics.query("metric == 'cooperator_fraction'").sort_values("time")["value"].to_numpy()
+    coop = (
+        res.metrics.query("metric == 'cooperator_fraction'").sort_values("time")["value"].to_numpy()
+    )
     assert coop[:10].mean() - coop[-10:].mean() > 0.1
 
 
@@ -256,8 +356,15 @@ def test_mixed_population_with_llm_agents_against_the_test_server():
     srv = TestServer(reply=reply).start_in_thread()
     try:
         res = scenarios.run(
-            "network-game", write=False, population=40, steps=3, agents="mixed",
-            split="rules:2,learned:1,llm:1", llm="openai/test-model", api_base=srv.url + "/v1", seed=2,
+            "network-game",
+            write=False,
+            population=40,
+            steps=3,
+            agents="mixed",
+            split="rules:2,learned:1,llm:1",
+            llm="openai/test-model",
+            api_base=srv.url + "/v1",
+            seed=2,
         )
     finally:
         srv.stop()
@@ -273,7 +380,10 @@ def test_mixed_population_with_llm_agents_against_the_test_server():
 @pytest.mark.parametrize(
     "params,needle",
     [
-        ({"agents": "mixed", "split": "rules:1,robots:1"}, "invalid value for 'split'.*accepted: rules, learned, llm"),
+        (
+            {"agents": "mixed", "split": "rules:1,robots:1"},
+            "invalid value for 'split'.*accepted: rules, learned, llm",
+        ),
         ({"strategies": "allc:1,nosuch:1"}, "nosuch"),
         ({"agents": "learned", "until": "fixation"}, "until=fixation"),
     ],
@@ -286,7 +396,9 @@ def test_bad_cohort_parameters(params, needle):
 def test_graph_from_an_edge_list_file(tmp_path):
     path = tmp_path / "square.txt"
     path.write_text("# a 4-cycle\n0 1\n1 2\n2 3\n3 0\n")
-    res = scenarios.run("network-game", write=False, graph=str(path), population=4, steps=2, init_cooperators=1.0)
+    res = scenarios.run(
+        "network-game", write=False, graph=str(path), population=4, steps=2, init_cooperators=1.0
+    )
     assert res.summary["config"]["graph"] == str(path)
     assert res.summary["metrics"]["cooperator_fraction"]["values"] == [1.0]
     path.write_text("0 1\n1 x\n")

@@ -98,9 +98,16 @@ SHARDED = textwrap.dedent(
 
 def test_sharded_run_equals_unsharded_on_four_host_devices():
     # The device count is fixed when jax starts, so a fresh interpreter gets the flag.
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"
+    )
     proc = subprocess.run(
-        [sys.executable, "-c", SHARDED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SHARDED],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -50,14 +50,23 @@ async def mixed_world(n_rule=30, n_learned=8, n_llm=2, moments=4, concurrency=25
     """Rule, learned and LLM cohorts play a giving game for a few moments."""
     n = n_rule + n_learned + n_llm
     async with TestServer(reply=llm_reply, latency=0.05) as srv:
-        cfg = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1", max_retries=0, concurrency=concurrency)
+        cfg = LLMConfig(
+            model="openai/test-model",
+            api_base=srv.url + "/v1",
+            max_retries=0,
+            concurrency=concurrency,
+        )
         async with LLMClient(cfg) as client:
             rules = RuleCohort("rules", np.arange(n_rule), ["tft", "allc", "alld"] * (n_rule // 3))
             learned = LearnedCohort(
                 "learned", np.arange(n_rule, n_rule + n_learned), features=["partner_last"], key=1
             )
             llm = LLMCohort(
-                "llm", np.arange(n_rule + n_learned, n), client, schema=Give, fallback=Give(give=0),
+                "llm",
+                np.arange(n_rule + n_learned, n),
+                client,
+                schema=Give,
+                fallback=Give(give=0),
                 template="Round {round}. Your partner last gave: {partner_last}. Do you give?",
                 personas=[f"agent number {i}" for i in range(n_llm)],
             )
@@ -91,7 +100,11 @@ def test_mixed_population_acts_each_cohort_once_per_moment():
     n_rule, n_learned, n_llm, moments = 30, 8, 2, 4
     pop, counting, totals = asyncio.run(mixed_world(n_rule, n_learned, n_llm, moments))
     # One call per cohort per moment, each for all of its due agents.
-    assert counting.calls == {"rules": [n_rule] * moments, "learned": [n_learned] * moments, "llm": [n_llm] * moments}
+    assert counting.calls == {
+        "rules": [n_rule] * moments,
+        "learned": [n_learned] * moments,
+        "llm": [n_llm] * moments,
+    }
     llm = pop.cohort("llm")
     assert llm.calls == moments and llm.failures == 0
     # The LLM agents reciprocate: their memory records choices and rewards.
@@ -149,18 +162,26 @@ def test_lifecycle_keeps_lineage():
     state = pop.state_dict()
     assert state["next_serial"] == 14 and len(state["lineage"]["child"]) == 4
     # A population built the same way takes the state back whole (what checkpoints use).
-    again = Population([
-        RuleCohort("rules", np.arange(6), "allc"),
-        LearnedCohort("learned", np.arange(6, 10), features=["partner_last"], key=3),
-    ])
+    again = Population(
+        [
+            RuleCohort("rules", np.arange(6), "allc"),
+            LearnedCohort("learned", np.arange(6, 10), features=["partner_last"], key=3),
+        ]
+    )
     again.load_state_dict(state)
     pd_equal = again.lineage().astype(str).equals(pop.lineage().astype(str))
-    assert pd_equal and again.next_serial == 14 and again.cohort_of.tolist() == pop.cohort_of.tolist()
+    assert (
+        pd_equal and again.next_serial == 14 and again.cohort_of.tolist() == pop.cohort_of.tolist()
+    )
     live = np.flatnonzero(pop.alive)
-    assert again.cohort("rules").strategy_of(rules.agents).tolist() == rules.strategy_of(rules.agents).tolist()
+    assert (
+        again.cohort("rules").strategy_of(rules.agents).tolist()
+        == rules.strategy_of(rules.agents).tolist()
+    )
     obs, k = {"partner_last": np.ones(live.size, np.int32)}, jax.random.key(5)
     np.testing.assert_array_equal(
-        np.asarray(asyncio.run(again.act(live, obs, k))), np.asarray(asyncio.run(pop.act(live, obs, k)))
+        np.asarray(asyncio.run(again.act(live, obs, k))),
+        np.asarray(asyncio.run(pop.act(live, obs, k))),
     )
     with pytest.raises(ValueError, match="state has cohorts"):
         Population([RuleCohort("other", np.arange(10), "allc")]).load_state_dict(state)
@@ -231,7 +252,11 @@ def test_llm_templates_read_string_fields_of_any_dtype():
             cfg = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1", max_retries=0)
             async with LLMClient(cfg) as client:
                 llm = LLMCohort(
-                    "llm", np.arange(2), client, schema=Give, fallback=Give(give=0),
+                    "llm",
+                    np.arange(2),
+                    client,
+                    schema=Give,
+                    fallback=Give(give=0),
                     template="Partner {partner} ({mood}), round {round}.",
                 )
                 obs = {
@@ -243,6 +268,7 @@ def test_llm_templates_read_string_fields_of_any_dtype():
 
     acts = asyncio.run(go())
     assert np.asarray(acts).tolist() == [1, 1]
-    assert sorted(s[s.index("Partner"):] for s in seen) == [
-        "Partner ann (calm), round 3.", "Partner bob (cross), round 3."
+    assert sorted(s[s.index("Partner") :] for s in seen) == [
+        "Partner ann (calm), round 3.",
+        "Partner bob (cross), round 3.",
     ]

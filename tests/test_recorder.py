@@ -79,7 +79,9 @@ def test_killed_run_keeps_every_flushed_chunk(tmp_path: Path):
     script = tmp_path / "forever.py"
     script.write_text(KILLED_SCRIPT)
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(out)], stdout=subprocess.PIPE, text=True
+    )
     flushed = -1
     try:
         for line in proc.stdout:  # wait until several chunks are on disk
@@ -112,7 +114,9 @@ class Constant(Scenario):
     def run(self, cfg: _Cfg, ctx: RunContext):
         noise = np.array([ctx.rng.numpy("noise", r).normal() for r in range(ctx.replicates)])
         for t in range(3):
-            ctx.recorder.record(float(t), "level", cfg.level + noise, replicate=np.arange(ctx.replicates))
+            ctx.recorder.record(
+                float(t), "level", cfg.level + noise, replicate=np.arange(ctx.replicates)
+            )
         return {"level": cfg.level + noise}
 
 

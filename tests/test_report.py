@@ -31,7 +31,9 @@ def runs(tmp_path_factory):
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True
+    )
 
 
 def test_one_run_report_is_self_contained(runs):
@@ -66,4 +68,8 @@ def test_runs_side_by_side_put_differing_parameters_first(runs, tmp_path):
 
 def test_report_of_a_non_run_is_one_line(tmp_path):
     done = _cli("report", str(tmp_path))
-    assert done.returncode == 2 and done.stderr.startswith("error: ") and "no summary.json" in done.stderr
+    assert (
+        done.returncode == 2
+        and done.stderr.startswith("error: ")
+        and "no summary.json" in done.stderr
+    )

@@ -74,7 +74,9 @@ def test_all_calls_failing_is_degraded_exits_3_and_quotes_the_cause(tmp_path: Pa
 
 def test_fallbacks_above_the_threshold_degrade_the_run(tmp_path: Path, flaky_server) -> None:
     api_base = flaky_server.url + "/v1"
-    res = scenarios.run("network-game", out=tmp_path / "a", llm="openai/x", api_base=api_base, **GAME)
+    res = scenarios.run(
+        "network-game", out=tmp_path / "a", llm="openai/x", api_base=api_base, **GAME
+    )
     s = res.summary
     assert s["status"] == "degraded" and s["max_fallback_rate"] == 0.1
     assert s["fallbacks"]["llm"] == {"decisions": 30, "fallbacks": 10, "rate": pytest.approx(1 / 3)}
@@ -100,12 +102,23 @@ def test_fallbacks_below_the_threshold_complete(tmp_path: Path, flaky_server) ->
 def test_the_cli_reports_partial_failures_and_can_accept_degradation(
     tmp_path: Path, flaky_server, capsys
 ) -> None:
-    args = ["run", "network-game", *SETS, "--llm", "openai/x", "--api-base", flaky_server.url + "/v1"]
+    args = [
+        "run",
+        "network-game",
+        *SETS,
+        "--llm",
+        "openai/x",
+        "--api-base",
+        flaky_server.url + "/v1",
+    ]
     assert main([*args, "--out", str(tmp_path / "c"), "--accept-degraded"]) == 0
     out, err = capsys.readouterr()
     assert "10 of 30 requests failed (invalid 10)" in out and "status: degraded" in out
     assert "warning: 10 of 30 LLM requests failed (invalid 10)" in err
-    assert "degraded: cohort 'llm': 10 of 30 decisions were fallbacks (33% > max_fallback_rate 0.1)" in err
+    assert (
+        "degraded: cohort 'llm': 10 of 30 decisions were fallbacks (33% > max_fallback_rate 0.1)"
+        in err
+    )
     assert "first failure: invalid reply after one repair" in err
     assert json.loads((tmp_path / "c" / "summary.json").read_text())["status"] == "degraded"
     assert main([*args, "--out", str(tmp_path / "d"), "--max-fallback-rate", "0.4"]) == 0

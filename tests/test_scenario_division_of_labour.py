@@ -309,7 +309,16 @@ def test_bad_parameters(params, needle):
 def test_cli_run_writes_summary_and_plot(tmp_path: Path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "scenarios.cli", "run", NAME, "--set", "population=20"]
-    cmd += ["--set", "steps=120", "--set", "average_from=60", "--replicates", "2", "--out", str(out)]
+    cmd += [
+        "--set",
+        "steps=120",
+        "--set",
+        "average_from=60",
+        "--replicates",
+        "2",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())

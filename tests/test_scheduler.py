@@ -166,7 +166,9 @@ def test_failing_handler_names_event_time_agents_and_keeps_earlier_effects():
     with pytest.raises(EventError) as err:
         sim.run()
     msg = str(err.value)
-    assert "cohort:llm" in msg and "t=2.5" in msg and "[3, 4, 5]" in msg and "ZeroDivisionError" in msg
+    assert (
+        "cohort:llm" in msg and "t=2.5" in msg and "[3, 4, 5]" in msg and "ZeroDivisionError" in msg
+    )
     assert done == ["before"]
     assert sim.now == 2.5
 

@@ -163,7 +163,16 @@ def test_bad_input_is_one_line_before_anything_runs(toy, tmp_path, capsys):
         assert exc.value.code == 2 and message in err and err.count("\n") == 1, err
         assert not out.exists()
     with pytest.raises(SystemExit) as exc:  # a built-in scenario's config is checked too
-        main(["sweep", "network-game", "--grid", "population=100,nope", "--out", str(tmp_path / "ng")])
+        main(
+            [
+                "sweep",
+                "network-game",
+                "--grid",
+                "population=100,nope",
+                "--out",
+                str(tmp_path / "ng"),
+            ]
+        )
     assert exc.value.code == 2 and "invalid value for 'population'" in capsys.readouterr().err
 
 

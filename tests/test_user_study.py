@@ -15,12 +15,16 @@ STUDY = str(Path(__file__).parents[1] / "examples" / "boltzmann_study.py") + ":B
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True
+    )
 
 
 def test_a_user_study_runs_from_the_cli_with_every_kind_of_agent(tmp_path):
     def reply(body: dict) -> str:  # keep the last coin
-        return json.dumps({"choice": "keep" if "You have 1 coins" in body["messages"][1]["content"] else "give"})
+        return json.dumps(
+            {"choice": "keep" if "You have 1 coins" in body["messages"][1]["content"] else "give"}
+        )
 
     srv = TestServer(reply=reply).start_in_thread()
     try:
@@ -64,7 +68,21 @@ def test_a_user_study_run_replays_from_its_directory(tmp_path):
     """The run directory names where the study's class lives, so `society replay` (and
     `society resume`) load it again although its name is not a registered one."""
     run = tmp_path / "run"
-    assert _cli("run", STUDY, "--set", "population=30", "--set", "steps=20", "--seed", "3", "--out", str(run)).returncode == 0
+    assert (
+        _cli(
+            "run",
+            STUDY,
+            "--set",
+            "population=30",
+            "--set",
+            "steps=20",
+            "--seed",
+            "3",
+            "--out",
+            str(run),
+        ).returncode
+        == 0
+    )
     summary = json.loads((run / "summary.json").read_text())
     assert summary["study"] == f"{Path(STUDY.partition(':')[0]).resolve()}:Boltzmann"
     again = _cli("replay", str(run), "--out", str(tmp_path / "replay"))

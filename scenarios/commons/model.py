@@ -158,7 +158,9 @@ class _Batch:
         self.numeric = ~self.is_llm
         self.kind_names = tuple(k for k in KINDS if (flat == k).any())
         self.pop = build_population(
-            self.kinds, self.gids, {"rules": self._rules, "learned": self._learned, "llm": self._llm}
+            self.kinds,
+            self.gids,
+            {"rules": self._rules, "learned": self._learned, "llm": self._llm},
         )
         self.doubling = cfg.regrowth == "doubling"
         self.names = [prompts.name_of(i) for i in range(n)]
@@ -218,7 +220,9 @@ class _Batch:
         )
 
     def _learned(self, ids: np.ndarray) -> LearnedCohort:
-        return reinforce_cohort(ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+        return reinforce_cohort(
+            ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init")
+        )
 
     def _llm(self, ids: np.ndarray) -> CommonsLLMCohort:
         return CommonsLLMCohort(

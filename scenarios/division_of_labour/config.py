@@ -56,7 +56,7 @@ class DivisionOfLabourConfig(SharedConfig):
     )
     learning_rate: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
     llm_max_tokens: int = Field(
-        64, gt=0, description="LLM agents: reply limit in tokens (the answer is {\"work\": true})"
+        64, gt=0, description='LLM agents: reply limit in tokens (the answer is {"work": true})'
     )
     record_every: int = Field(10, ge=1, description="steps between recorded time-series rows")
     trace_agents: int = Field(
@@ -80,9 +80,7 @@ class DivisionOfLabourConfig(SharedConfig):
                 f"[{self.theta_min}, {self.theta_max}]"
             )
         if self.agents != "mixed" and self.split is not None:
-            raise ValueError(
-                f"split is only used with agents=mixed (agents is {self.agents})"
-            )
+            raise ValueError(f"split is only used with agents=mixed (agents is {self.agents})")
         return self
 
     def kinds(self) -> dict[str, float]:

@@ -222,13 +222,20 @@ class DivisionOfLabour(Scenario):
         batch = int(reps[0])
         saved = ctx.checkpoints.resume(batch, sim)
         if saved is not None:
-            state.update(worlds=World(**{k: jnp.asarray(v) for k, v in saved["worlds"].items()}), t=saved["t"])
+            state.update(
+                worlds=World(**{k: jnp.asarray(v) for k, v in saved["worlds"].items()}),
+                t=saved["t"],
+            )
         else:
             self._record_start(cfg, ctx, reps, worlds)
             sim.every(float(length), chunk, name="division-of-labour steps")
+
         def as_data() -> dict:
             w = state["worlds"]
-            return {"worlds": {f.name: getattr(w, f.name) for f in dataclasses.fields(w)}, "t": state["t"]}
+            return {
+                "worlds": {f.name: getattr(w, f.name) for f in dataclasses.fields(w)},
+                "t": state["t"],
+            }
 
         ctx.checkpoints.attach(batch, sim, as_data)
         await sim.arun()

@@ -81,4 +81,3 @@ class DonorGameConfig(SharedConfig):
         if v % 2:
             raise ValueError(f"{info.field_name} must be even (two halves / two passes), got {v}")
         return v
-

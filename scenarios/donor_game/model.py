@@ -143,7 +143,9 @@ class _Batch:
             punishment_loss=cfg.punishment_loss,
         )
         self.kind_names = tuple(k for k in KINDS if (kinds == k).any())
-        self.pop = build_population(kinds, ids, {"rules": self._rules, "learned": self._learned, "llm": self._llm})
+        self.pop = build_population(
+            kinds, ids, {"rules": self._rules, "learned": self._learned, "llm": self._llm}
+        )
         # Names as in the authors' code: "<generation born>_<index among that generation's newcomers>".
         self.born = np.ones(self.rows, np.int64)
         self.index = np.tile(np.arange(1, n + 1), self.b)
@@ -166,7 +168,9 @@ class _Batch:
         return RuleCohort("rules", ids, "give", strategies={"give": give_strategy}, params=strategy)
 
     def _learned(self, ids: np.ndarray) -> LearnedCohort:
-        return reinforce_cohort(ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+        return reinforce_cohort(
+            ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init")
+        )
 
     def _llm(self, ids: np.ndarray) -> DonorLLMCohort:
         return DonorLLMCohort(

@@ -157,7 +157,9 @@ class EpidemicConfig(SharedConfig):
     llm_max_tokens: int = Field(
         96, gt=0, description="LLM reply limit: a one-sentence reason and a number"
     )
-    llm_memory: int = Field(4, ge=0, description="LLM agents: how many of their past days they are shown")
+    llm_memory: int = Field(
+        4, ge=0, description="LLM agents: how many of their past days they are shown"
+    )
     llm_budget_tokens: int | None = Field(
         None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
     )
@@ -176,7 +178,9 @@ class EpidemicConfig(SharedConfig):
                 f"dt must divide a day (1/dt an integer, e.g. 1, 0.5, 0.25), got {self.dt}"
             )
         if self.periods == "drawn" and self.dt != 1.0:
-            raise ValueError(f"periods=drawn schedules transitions on whole days: it needs dt=1, got {self.dt}")
+            raise ValueError(
+                f"periods=drawn schedules transitions on whole days: it needs dt=1, got {self.dt}"
+            )
         if self.initial_infected >= 1 and self.initial_infected != math.floor(
             self.initial_infected
         ):

@@ -338,7 +338,11 @@ class _Batch:
         self.kinds = np.concatenate([kinds_of(cfg, ctx.rng.numpy("split", int(r))) for r in reps])
         self.kind_names = tuple(k for k in KINDS if (self.kinds == k).any())
         self.rule_fields: tuple[str, ...] = ()  # set by the rule cohort
-        makers = {"rules": self._rules, "learned": self._learned, "llm": partial(self._llm, system=system)}
+        makers = {
+            "rules": self._rules,
+            "learned": self._learned,
+            "llm": partial(self._llm, system=system),
+        }
         try:
             self.pop = build_population(self.kinds, self.gids, makers)
         except ValueError as exc:  # a bad behaviour mix is user input
@@ -396,17 +400,25 @@ class _Batch:
         # A behaviour mix is drawn per replicate, over that replicate's rule agents.
         mix = np.concatenate(
             [
-                parse_mix(cfg.behaviour, int((ids // self.n == r).sum()), ctx.rng.numpy("behaviour", int(r)))
+                parse_mix(
+                    cfg.behaviour,
+                    int((ids // self.n == r).sum()),
+                    ctx.rng.numpy("behaviour", int(r)),
+                )
                 for r in self.reps
             ]
         )
         names = [BEHAVIOUR_STRATEGY[m] for m in mix.tolist()]
         self.rule_fields = tuple({f for s in set(names) for f in STRATEGY_NEEDS[s]})
-        params = {"prevalence-threshold": {"threshold": cfg.threshold, "reduced": cfg.reduced_contact}}
+        params = {
+            "prevalence-threshold": {"threshold": cfg.threshold, "reduced": cfg.reduced_contact}
+        }
         return RuleCohort("rules", ids, names, strategies=STRATEGIES, params=params)
 
     def _learned(self, ids: np.ndarray) -> LearnedCohort:
-        return reinforce_cohort(ids, FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+        return reinforce_cohort(
+            ids, FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init")
+        )
 
     def _llm(self, ids: np.ndarray, system: str) -> Cohort:
         cfg, graph = self.cfg, self.nb is not None
@@ -415,7 +427,9 @@ class _Batch:
                 "llm", ids, self.client, system=system, n_agents=self.n,
                 n_samples=cfg.llm_samples, graph=graph,
             )  # fmt: skip
-        return PerAgentLLMCohort("llm", ids, self.client, system=system, graph=graph, memory=cfg.llm_memory)
+        return PerAgentLLMCohort(
+            "llm", ids, self.client, system=system, graph=graph, memory=cfg.llm_memory
+        )
 
     @property
     def day(self) -> int:

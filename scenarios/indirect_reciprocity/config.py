@@ -18,7 +18,6 @@ STRATEGIES = ("allc", "alld", "disc", "pdisc", "random")
 MAX_PRIVATE_POPULATION = 8192
 
 
-
 class IndirectReciprocityConfig(SharedConfig):
     """Indirect reciprocity: donors help by reputation under image scoring, standing or stern judging."""
 
@@ -88,8 +87,12 @@ class IndirectReciprocityConfig(SharedConfig):
     mutation: float = Field(
         0.05, ge=0.0, description="learned agents (ga): std of the noise added to copied policies"
     )
-    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature")
-    llm_max_tokens: int = Field(32, gt=0, description="LLM agents: reply limit in tokens (a one-word JSON)")
+    llm_temperature: float = Field(
+        0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature"
+    )
+    llm_max_tokens: int = Field(
+        32, gt=0, description="LLM agents: reply limit in tokens (a one-word JSON)"
+    )
     llm_memory: int = Field(
         5, ge=0, description="LLM agents: how many of their own past moves they are shown"
     )
@@ -113,9 +116,7 @@ class IndirectReciprocityConfig(SharedConfig):
         elif self.split is not None:
             raise ValueError(f"split applies only to agents=mixed (agents is {self.agents!r})")
         if self.average_from >= self.steps:
-            raise ValueError(
-                f"average_from ({self.average_from}) must be < steps ({self.steps})"
-            )
+            raise ValueError(f"average_from ({self.average_from}) must be < steps ({self.steps})")
         if self.assessment == "private" and self.population > MAX_PRIVATE_POPULATION:
             raise ValueError(
                 f"assessment=private keeps a population x population matrix of views; "

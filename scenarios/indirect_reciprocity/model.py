@@ -134,11 +134,16 @@ class IndirectReciprocity(Scenario):
                 done = await self._run_batch(cfg, ctx, reps, names, client)
                 ctx.checkpoints.finish(int(reps[0]), done)
             coop, payoff, last = (np.asarray(done[0]), np.asarray(done[1]), float(done[2]))
-            return {"cooperation_rate": coop, **{f"payoff.{x}": payoff[:, i] for i, x in enumerate(names)}}, last
+            return {
+                "cooperation_rate": coop,
+                **{f"payoff.{x}": payoff[:, i] for i, x in enumerate(names)},
+            }, last
 
         # LLM agents present: a tiny share of a mix may round to none.
         llm = "llm" in names
-        return drive(cfg, ctx, batch, llm=llm, agents_per_replicate=cfg.population, batches=batches(cfg, ctx))
+        return drive(
+            cfg, ctx, batch, llm=llm, agents_per_replicate=cfg.population, batches=batches(cfg, ctx)
+        )
 
     async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, names: list[str], client):
         n, nr, nl = cfg.population, len(reps), len(names)
@@ -160,7 +165,13 @@ class IndirectReciprocity(Scenario):
         acc["cooperation"] = np.zeros(nr)
         # The world state, what a checkpoint saves with the population: reputations, each
         # agent's payoff so far (LLM agents see it), the averaged tallies.
-        state = {"rep": rep, "rounds": 0, "total": np.zeros((nr, n), np.float32), "acc": acc, "counted": 0}
+        state = {
+            "rep": rep,
+            "rounds": 0,
+            "total": np.zeros((nr, n), np.float32),
+            "acc": acc,
+            "counted": 0,
+        }
         sim = Scheduler()
         rec = ctx.recorder
         strategy_col = np.tile(np.asarray(names, dtype=object), nr)
@@ -209,7 +220,11 @@ class IndirectReciprocity(Scenario):
         saved = ctx.checkpoints.resume(batch, sim)
         if saved is not None:
             pop.load_state_dict(saved.pop("population"))
-            state.update(saved, rep=jnp.asarray(saved["rep"]), acc={k: np.asarray(v) for k, v in saved["acc"].items()})
+            state.update(
+                saved,
+                rep=jnp.asarray(saved["rep"]),
+                acc={k: np.asarray(v) for k, v in saved["acc"].items()},
+            )
         else:
             sim.every(1.0, play_round, name="indirect-reciprocity round")
         ctx.checkpoints.attach(batch, sim, lambda: {**state, "population": pop.state_dict()})
@@ -268,7 +283,6 @@ class IndirectReciprocity(Scenario):
                 )
             )
         return cohorts
-
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: Any) -> list[Path]:
         """cooperation.png (cooperation rate and share of good reputations per round) and

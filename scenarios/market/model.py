@@ -144,7 +144,9 @@ class _Batch:
             max_price=cfg.max_price,
             ratings=cfg.ratings,
         )
-        self.pop = build_population(kinds, ids, {"rules": self._rules, "learned": self._learned, "llm": self._llm})
+        self.pop = build_population(
+            kinds, ids, {"rules": self._rules, "learned": self._learned, "llm": self._llm}
+        )
         self.kind = np.asarray(self.kind_names, dtype=object)[self.pop.cohort_of[ids]].reshape(b, f)
         # Listings: honest firms first, then the Sybil identities.
         fraud = np.arange(self.n_list) >= f
@@ -214,7 +216,9 @@ class _Batch:
         )
 
     def _learned(self, ids: np.ndarray) -> LearnedCohort:
-        return reinforce_cohort(ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init"))
+        return reinforce_cohort(
+            ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init")
+        )
 
     def _llm(self, ids: np.ndarray) -> FirmLLMCohort:
         return FirmLLMCohort(
@@ -302,7 +306,12 @@ class _Batch:
         )
         self.profit = price * sales - self.cost * sales
         self.history.append((price[:, : self.f], sales[:, : self.f], self.profit[:, : self.f]))
-        return {"surplus": per["surplus"], "sales": sales, "reentries": gone.sum(axis=1), "shown": per["shown"]}
+        return {
+            "surplus": per["surplus"],
+            "sales": sales,
+            "reentries": gone.sum(axis=1),
+            "shown": per["shown"],
+        }
 
     # -- arrivals > 1: consumers arrive at k moments of a period, as batched events ----------
     def _arrive(self, consumers: np.ndarray) -> None:
@@ -432,7 +441,9 @@ class _Batch:
         for j in range(k):  # arrival moments, not consumers
             here = np.flatnonzero(slot == j)
             if here.size:
-                self.sim.at(now + j / k, self.arrive, agents=here, priority=1, name="market arrivals")
+                self.sim.at(
+                    now + j / k, self.arrive, agents=here, priority=1, name="market arrivals"
+                )
         self.sim.at(now + (k - 1) / k, self.close, priority=2, name="market close")
 
     def _settle(self, out: Mapping[str, np.ndarray], ids: np.ndarray, obs, raw: np.ndarray) -> None:

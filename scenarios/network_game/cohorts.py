@@ -39,7 +39,9 @@ TEMPLATE = (
 class Cooperate(BaseModel):
     """An LLM agent's action: its cooperation level this round."""
 
-    cooperate: float = Field(ge=0.0, le=1.0, description="0.0 = defect fully, 1.0 = cooperate fully")
+    cooperate: float = Field(
+        ge=0.0, le=1.0, description="0.0 = defect fully, 1.0 = cooperate fully"
+    )
 
 
 def game_text(cfg: NetworkGameConfig) -> str:
@@ -55,7 +57,9 @@ def game_text(cfg: NetworkGameConfig) -> str:
     )
 
 
-def population_of(cfg: NetworkGameConfig, ctx: RunContext, nb: Neighbours, replicate: int, client) -> Population:
+def population_of(
+    cfg: NetworkGameConfig, ctx: RunContext, nb: Neighbours, replicate: int, client
+) -> Population:
     """Cohorts over agents 0..N-1 as the config asks."""
     n = cfg.population
     rng = ctx.rng.numpy("agents", replicate)
@@ -76,7 +80,9 @@ def population_of(cfg: NetworkGameConfig, ctx: RunContext, nb: Neighbours, repli
     return build_population(kinds_of(cfg, rng), np.arange(n), make, capacity=n)
 
 
-def run_cohort_game(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours) -> dict[str, np.ndarray]:
+def run_cohort_game(
+    cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: Neighbours
+) -> dict[str, np.ndarray]:
     """All replicates, one at a time (LLM calls dominate). Headline: cooperator_fraction, and
     the final cooperation level of each cohort (``cooperation.<cohort>``; NaN in a replicate
     without that cohort, e.g. a mixed split at small N)."""
@@ -90,7 +96,9 @@ def run_cohort_game(cfg: NetworkGameConfig, ctx: RunContext, rules: Rules, nb: N
     return drive(cfg, ctx, batch, llm=uses_llm(cfg), batches=one_each)
 
 
-async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replicate: int, client) -> dict[str, float]:
+async def _replicate(
+    cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replicate: int, client
+) -> dict[str, float]:
     try:
         pop = population_of(cfg, ctx, nb, replicate, client)
     except ValueError as exc:  # a bad strategy name or mix is user input
@@ -98,7 +106,12 @@ async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replica
     n, rec = cfg.population, ctx.recorder
     everyone = np.arange(n)
     key = ctx.rng.key("dynamics", replicate)
-    state = {"x": np.full(n, 0.5, np.float32), "pay": np.zeros(n, np.float32), "total": 0.0, "count": 0}
+    state = {
+        "x": np.full(n, 0.5, np.float32),
+        "pay": np.zeros(n, np.float32),
+        "total": 0.0,
+        "count": 0,
+    }
     sim = Scheduler()
     degree = np.asarray(nb.degree)
 
@@ -108,7 +121,9 @@ async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replica
         nbr_last = np.asarray(neighbour_mean(nb, last))
         obs = {
             "neighbours_last": nbr_last,
-            "partner_last": (nbr_last >= 0.5).astype(np.int32),  # tft & co: most neighbours cooperated
+            "partner_last": (nbr_last >= 0.5).astype(
+                np.int32
+            ),  # tft & co: most neighbours cooperated
             "my_last": state["x"],
             "my_last_payoff": state["pay"],
             "round": np.full(n, g),
@@ -125,7 +140,9 @@ async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replica
             rec.record(float(g), "mean_payoff", float(pay.mean()), replicate=replicate)
             for c in pop.cohorts:
                 m = pop.cohort_of == pop.cohorts.index(c)
-                rec.record(float(g), "cooperation", float(x[m].mean()), replicate=replicate, cohort=c.name)
+                rec.record(
+                    float(g), "cooperation", float(x[m].mean()), replicate=replicate, cohort=c.name
+                )
         if cfg.average_from is not None and g >= cfg.average_from:
             state["total"] += float(x.mean())
             state["count"] += 1
@@ -135,13 +152,18 @@ async def _replicate(cfg, ctx: RunContext, rules: Rules, nb: Neighbours, replica
         sim.at(float(g), round_, g)
     await sim.arun()
     x = state["x"]
-    out = {f"cooperation.{c.name}": float(x[pop.cohort_of == i].mean()) for i, c in enumerate(pop.cohorts)}
+    out = {
+        f"cooperation.{c.name}": float(x[pop.cohort_of == i].mean())
+        for i, c in enumerate(pop.cohorts)
+    }
     averaged = cfg.average_from is not None and state["count"]
     out["cooperator_fraction"] = state["total"] / state["count"] if averaged else float(x.mean())
     return out
 
 
-def _imitate_strategies(rules: RuleCohort, nb: Neighbours, pay: np.ndarray, beta: float, key: jax.Array) -> None:
+def _imitate_strategies(
+    rules: RuleCohort, nb: Neighbours, pay: np.ndarray, beta: float, key: jax.Array
+) -> None:
     """Each rule agent copies a random neighbour's strategy with the Fermi probability, if
     that neighbour is a rule agent too (vectorised over the cohort)."""
     me = rules.agents
@@ -152,4 +174,3 @@ def _imitate_strategies(rules: RuleCohort, nb: Neighbours, pay: np.ndarray, beta
     copy = member & (np.asarray(jax.random.uniform(k2, (me.size,))) < p)
     if copy.any():
         rules.set_strategy(me[copy], rules.strategy_of(j[copy]))
-

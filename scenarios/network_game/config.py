@@ -25,12 +25,18 @@ class NetworkGameConfig(SharedConfig):
         description="complete | cycle | lattice | random-regular | erdos-renyi | small-world | "
         "scale-free | a path to an edge-list file ('u v' per line)",
     )
-    population: int = Field(1000, ge=2, description="number of agents N (a square number for lattice)")
-    degree: int = Field(
-        4, ge=1, description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
-        "degree, scale-free 2m"
+    population: int = Field(
+        1000, ge=2, description="number of agents N (a square number for lattice)"
     )
-    neighbourhood: Literal["moore", "von-neumann"] = Field("von-neumann", description="lattice neighbourhood")
+    degree: int = Field(
+        4,
+        ge=1,
+        description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
+        "degree, scale-free 2m",
+    )
+    neighbourhood: Literal["moore", "von-neumann"] = Field(
+        "von-neumann", description="lattice neighbourhood"
+    )
     periodic: bool = Field(True, description="lattice wraps around (torus)")
     rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
     game: Literal["donation", "pd", "snowdrift", "stag-hunt", "custom"] = Field(
@@ -43,50 +49,75 @@ class NetworkGameConfig(SharedConfig):
     T: float | None = Field(None, description="temptation (D meets C)")
     P: float | None = Field(None, description="punishment (D meets D)")
     self_interaction: bool = Field(False, description="each agent also plays against itself")
-    payoff: Literal["accumulated", "average"] = Field("accumulated", description="sum or mean over games played")
-    update: Literal["death-birth", "birth-death", "imitation", "fermi", "best-neighbour", "proportional"] = Field(
-        "death-birth", description="strategy update rule"
+    payoff: Literal["accumulated", "average"] = Field(
+        "accumulated", description="sum or mean over games played"
     )
+    update: Literal[
+        "death-birth", "birth-death", "imitation", "fermi", "best-neighbour", "proportional"
+    ] = Field("death-birth", description="strategy update rule")
     selection: float = Field(
-        0.1, ge=0.0, le=1.0, description="selection intensity w: fitness 1 - w + w*payoff "
-        "(death-birth, birth-death, imitation); negative fitness counts as 0"
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="selection intensity w: fitness 1 - w + w*payoff "
+        "(death-birth, birth-death, imitation); negative fitness counts as 0",
     )
     beta: float = Field(1.0, ge=0.0, description="fermi: imitation strength")
     synchronous: bool | None = Field(
-        None, description="all agents update at once (default: no, except best-neighbour and "
-        "proportional, which are synchronous by definition)"
+        None,
+        description="all agents update at once (default: no, except best-neighbour and "
+        "proportional, which are synchronous by definition)",
     )
     init_cooperators: float | Literal["single"] = Field(
         0.5, description="initial share of cooperators in [0, 1] (placed at random), or 'single'"
     )
-    steps: int = Field(200, ge=1, description="generations (asynchronous: N single-agent updates each); "
-                       "the cap when until=fixation")
-    until: Literal["steps", "fixation"] = Field("steps", description="stop after steps, or at fixation")
+    steps: int = Field(
+        200,
+        ge=1,
+        description="generations (asynchronous: N single-agent updates each); "
+        "the cap when until=fixation",
+    )
+    until: Literal["steps", "fixation"] = Field(
+        "steps", description="stop after steps, or at fixation"
+    )
     average_from: int | None = Field(
-        None, ge=0, description="cooperator_fraction is averaged over generations >= this (default: final value)"
+        None,
+        ge=0,
+        description="cooperator_fraction is averaged over generations >= this (default: final value)",
     )
     record_every: int = Field(1, ge=1, description="generations between recorded rows")
     agents: Kind = Field(
-        "rules", description="who decides: rules (the evolutionary game above, or a rule mix with "
+        "rules",
+        description="who decides: rules (the evolutionary game above, or a rule mix with "
         "'strategies'), learned policies, LLM agents, or a mix given by 'split'; all but plain "
-        "rules give continuous donation levels in [0, 1] and one round per generation"
+        "rules give continuous donation levels in [0, 1] and one round per generation",
     )
-    split: Split = Field("rules:8,learned:1,llm:1", description="agents=mixed: relative shares of rules, learned, llm")
+    split: Split = Field(
+        "rules:8,learned:1,llm:1",
+        description="agents=mixed: relative shares of rules, learned, llm",
+    )
     strategies: str | None = Field(
-        None, description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (rule library "
-        "names); rule agents then imitate strategies by the Fermi rule with 'beta'"
+        None,
+        description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (rule library "
+        "names); rule agents then imitate strategies by the Fermi rule with 'beta'",
     )
     learning: Literal["reinforce", "social"] = Field(
-        "reinforce", description="learned agents: policy gradient within a lifetime, or Fermi "
-        "imitation of a neighbour's policy (with 'beta')"
+        "reinforce",
+        description="learned agents: policy gradient within a lifetime, or Fermi "
+        "imitation of a neighbour's policy (with 'beta')",
     )
     learning_rate: float = Field(0.05, gt=0, description="learned agents: learning rate")
-    llm_max_tokens: int = Field(32, gt=0, description="LLM agents: reply limit in tokens (a one-number JSON)")
-    llm_memory: int = Field(4, ge=0, description="LLM agents: how many of their past rounds they are shown")
+    llm_max_tokens: int = Field(
+        32, gt=0, description="LLM agents: reply limit in tokens (a one-number JSON)"
+    )
+    llm_memory: int = Field(
+        4, ge=0, description="LLM agents: how many of their past rounds they are shown"
+    )
     shard: bool | None = Field(
-        None, description="split the agent axis over all devices with jax.sharding (one "
+        None,
+        description="split the agent axis over all devices with jax.sharding (one "
         "population larger than a device); default: when more than one device is visible. "
-        "Results are the same either way"
+        "Results are the same either way",
     )
 
     @field_validator("strategies")
@@ -99,11 +130,17 @@ class NetworkGameConfig(SharedConfig):
     @model_validator(mode="after")
     def _check(self) -> NetworkGameConfig:
         if isinstance(self.init_cooperators, float) and not 0.0 <= self.init_cooperators <= 1.0:
-            raise ValueError(f"init_cooperators must lie in [0, 1] or be 'single', got {self.init_cooperators}")
+            raise ValueError(
+                f"init_cooperators must lie in [0, 1] or be 'single', got {self.init_cooperators}"
+            )
         if self.update in ("best-neighbour", "proportional") and self.synchronous is False:
-            raise ValueError(f"update={self.update} is synchronous by definition; drop synchronous=false")
+            raise ValueError(
+                f"update={self.update} is synchronous by definition; drop synchronous=false"
+            )
         if self.cohort_path() and self.until == "fixation":
-            raise ValueError("until=fixation needs the plain evolutionary game (agents=rules, no strategies)")
+            raise ValueError(
+                "until=fixation needs the plain evolutionary game (agents=rules, no strategies)"
+            )
         if self.average_from is not None and self.average_from > self.steps:
             raise ValueError(f"average_from ({self.average_from}) must be <= steps ({self.steps})")
         R, S, T, P = self.matrix()

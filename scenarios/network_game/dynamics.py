@@ -58,7 +58,12 @@ class Rules:
 
     def pay(self, a, b):
         """Payoff to a player with strategy ``a`` against ``b`` (arrays of 0/1)."""
-        return a * b * self.R + a * (1 - b) * self.S + (1 - a) * b * self.T + (1 - a) * (1 - b) * self.P
+        return (
+            a * b * self.R
+            + a * (1 - b) * self.S
+            + (1 - a) * b * self.T
+            + (1 - a) * (1 - b) * self.P
+        )
 
     @property
     def spread(self) -> float:
@@ -105,7 +110,9 @@ def sync_step(rules: Rules, nb: Neighbours, key: jax.Array, s: jax.Array) -> jax
             prob = jax.nn.sigmoid(rules.beta * diff)
         else:
             deg = nb.degree.astype(jnp.float32)
-            denom = rules.spread * (1.0 if rules.average else jnp.maximum(jnp.maximum(deg, deg[j]), 1.0))
+            denom = rules.spread * (
+                1.0 if rules.average else jnp.maximum(jnp.maximum(deg, deg[j]), 1.0)
+            )
             prob = jnp.clip(diff / denom, 0.0, 1.0)
         return jnp.where(jax.random.uniform(k2, (n,)) < prob, s[j], s)
     f = fitness(rules, pay)
@@ -239,7 +246,15 @@ def async_generation(rules: Rules, nb: Neighbours, keys: jax.Array, s: jax.Array
 
 
 @partial(jax.jit, static_argnames=("rules", "length"))
-def advance(rules: Rules, nb: Neighbours, keys: jax.Array, s: jax.Array, start: jax.Array, stop: jax.Array, length: int):
+def advance(
+    rules: Rules,
+    nb: Neighbours,
+    keys: jax.Array,
+    s: jax.Array,
+    start: jax.Array,
+    stop: jax.Array,
+    length: int,
+):
     """Run generations ``start+1 .. start+length`` for a batch of replicates (the leading
     axis of ``keys`` and ``s``); generations past ``stop`` leave ``s`` as it is, so every
     chunk has one shape and compiles once. Generation g draws from ``fold_in(key, g)``, so

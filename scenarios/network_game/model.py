@@ -68,7 +68,10 @@ def chunk_length(cfg: NetworkGameConfig) -> int:
 def rules_of(cfg: NetworkGameConfig) -> Rules:
     R, S, T, P = cfg.matrix()
     return Rules(
-        R=R, S=S, T=T, P=P,
+        R=R,
+        S=S,
+        T=T,
+        P=P,
         self_interaction=cfg.self_interaction,
         average=cfg.payoff == "average",
         update=cfg.update,
@@ -92,7 +95,9 @@ class NetworkGame(Scenario):
         try:  # graph parameters are user input: their errors are config errors
             topo = build_topology(cfg, graph_seed)
             if topo.n != cfg.population:
-                raise ValueError(f"graph '{cfg.graph}' has {topo.n} nodes but agents={cfg.population}")
+                raise ValueError(
+                    f"graph '{cfg.graph}' has {topo.n} nodes but agents={cfg.population}"
+                )
             nb = compile_neighbours(topo, cfg.is_synchronous() or cfg.cohort_path())
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
@@ -122,7 +127,16 @@ class NetworkGame(Scenario):
             out["fixation_cooperators"] = fixed_coop
         return out
 
-    def _run_batch(self, cfg, ctx: RunContext, rules: Rules, nb: Neighbours, reps: np.ndarray, n_coop: int, batch: int):
+    def _run_batch(
+        self,
+        cfg,
+        ctx: RunContext,
+        rules: Rules,
+        nb: Neighbours,
+        reps: np.ndarray,
+        n_coop: int,
+        batch: int,
+    ):
         rec = ctx.recorder
         dyn_keys = ctx.rng.keys("dynamics", reps)
         avg_from = cfg.average_from
@@ -163,7 +177,12 @@ class NetworkGame(Scenario):
             init_keys = ctx.rng.keys("init", reps)
             s = jax.vmap(lambda k: initial_strategies(k, nb.n, n_coop))(init_keys)
             s = shard_agents(s, getattr(self, "_mesh", None), axis=1)  # (replicates, agents)
-            rec.record(0.0, "cooperator_fraction", np.asarray(s.mean(axis=1, dtype=jnp.float32)), replicate=reps)
+            rec.record(
+                0.0,
+                "cooperator_fraction",
+                np.asarray(s.mean(axis=1, dtype=jnp.float32)),
+                replicate=reps,
+            )
             state.update(s=s, gen=0, total=np.zeros(len(reps)), count=0)
             if avg_from == 0:
                 state["total"] = state["total"] + np.asarray(s.mean(axis=1, dtype=jnp.float32))
@@ -177,7 +196,9 @@ class NetworkGame(Scenario):
             g = state["gen"]
             if g % cfg.record_every and g != cfg.steps:
                 rec.record(float(g), "cooperator_fraction", final, replicate=reps)
-            rec.record(float(g), "fixation_cooperators", (final == 1.0).astype(float), replicate=reps)
+            rec.record(
+                float(g), "fixation_cooperators", (final == 1.0).astype(float), replicate=reps
+            )
         count = state["count"]
         value = state["total"] / count if avg_from is not None and count else final
         return value, (final == 1.0).astype(float)

@@ -440,7 +440,11 @@ class _Batch:
             max_points=cfg.max_points,
         )
         self.pop = build_population(self.kinds, self.gids, self._cohorts(stage=1))
-        sanctions = build_population(self.kinds, self.gids, self._cohorts(stage=2)) if cfg.sanctions() else None
+        sanctions = (
+            build_population(self.kinds, self.gids, self._cohorts(stage=2))
+            if cfg.sanctions()
+            else None
+        )
         self.sanction_pop = sanctions
         self.history: list[dict[str, np.ndarray]] = []  # last rounds, for LLM prompts
         zeros = np.zeros((r, n), np.float32)
@@ -475,10 +479,14 @@ class _Batch:
         cfg = self.cfg
         names = self.strategy.ravel()[self.kinds.ravel() == "rules"]
         if stage == 1:
-            params = {"conditional": {"slope": cfg.conditional_slope, "start": cfg.conditional_start}}
+            params = {
+                "conditional": {"slope": cfg.conditional_slope, "start": cfg.conditional_start}
+            }
             return RuleCohort("rules", ids, names, strategies=CONTRIBUTE, params=params)
         m = {"max_points": cfg.max_points}
-        return RuleCohort("rules", ids, names, strategies=SANCTION, params={"punisher": m, "rewarder": m})
+        return RuleCohort(
+            "rules", ids, names, strategies=SANCTION, params={"punisher": m, "rewarder": m}
+        )
 
     def _learned(self, stage: int, ids: np.ndarray) -> LearnedCohort:
         cfg = self.cfg

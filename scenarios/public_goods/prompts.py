@@ -25,22 +25,30 @@ class Punish(BaseModel):
     """Punishment points per other member, in the order shown."""
 
     reason: str = Field(description="one short sentence")
-    punish: list[float] = Field(description="punishment points for member 1, member 2 and so on (0 = none)")
+    punish: list[float] = Field(
+        description="punishment points for member 1, member 2 and so on (0 = none)"
+    )
 
 
 class Reward(BaseModel):
     """Reward points per other member, in the order shown."""
 
     reason: str = Field(description="one short sentence")
-    reward: list[float] = Field(description="reward points for member 1, member 2 and so on (0 = none)")
+    reward: list[float] = Field(
+        description="reward points for member 1, member 2 and so on (0 = none)"
+    )
 
 
 class PunishReward(BaseModel):
     """Punishment and reward points per other member, in the order shown."""
 
     reason: str = Field(description="one short sentence")
-    punish: list[float] = Field(description="punishment points for member 1, member 2 and so on (0 = none)")
-    reward: list[float] = Field(description="reward points for member 1, member 2 and so on (0 = none)")
+    punish: list[float] = Field(
+        description="punishment points for member 1, member 2 and so on (0 = none)"
+    )
+    reward: list[float] = Field(
+        description="reward points for member 1, member 2 and so on (0 = none)"
+    )
 
 
 def sanction_schema(punishment: bool, reward: bool) -> type[BaseModel]:
@@ -182,7 +190,9 @@ def sanction_prompt(
     mean = (mine + sum(others)) / (1 + len(others))
     fields = []
     if punishment:
-        fields.append(f'"punish" (a list of {len(others)} numbers: your punishment points per member)')
+        fields.append(
+            f'"punish" (a list of {len(others)} numbers: your punishment points per member)'
+        )
     if reward:
         fields.append(f'"reward" (a list of {len(others)} numbers: your reward points per member)')
     what = " and ".join(w for w, on in (("punishment", punishment), ("reward", reward)) if on)

@@ -22,7 +22,9 @@ class SkillSocietyConfig(SharedConfig):
     split: Split | None = Field(
         None, description="agents=mixed: proportions of each kind, e.g. 'learned:98,llm:2'"
     )
-    steps: int = Field(40, ge=1, description="moments per generation; each agent attempts one task per moment")
+    steps: int = Field(
+        40, ge=1, description="moments per generation; each agent attempts one task per moment"
+    )
     generations: int = Field(
         1, ge=1, description="generations; at each turnover every agent is replaced by a new one"
     )
@@ -31,7 +33,10 @@ class SkillSocietyConfig(SharedConfig):
     )
     eval_every: int = Field(10, ge=1, description="moments between evaluation checkpoints")
     difficulty: float = Field(
-        0.5, ge=0.0, le=1.0, description="task difficulty: fewer examples and longer inputs as it rises"
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="task difficulty: fewer examples and longer inputs as it rises",
     )
     sharing: Literal["none", "neighbours", "broadcast", "strong-to-weak"] = Field(
         "neighbours",
@@ -54,17 +59,29 @@ class SkillSocietyConfig(SharedConfig):
     )
     team_size: int = Field(3, ge=2, description="members per team (population must be a multiple)")
     team_decay: float = Field(
-        0.5, ge=0.0, le=1.0, description="team: weight of a member's work per link from the answerer"
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="team: weight of a member's work per link from the answerer",
     )
     learning_rate: float = Field(0.1, gt=0.0, description="learned agents: Adam learning rate")
     explore: float = Field(
-        0.1, ge=0.0, le=1.0, description="rules and llm agents: probability of trying a random domain"
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="rules and llm agents: probability of trying a random domain",
     )
-    initial_skill: float = Field(0.2, ge=0.0, le=1.0, description="skill of a new agent in every domain")
+    initial_skill: float = Field(
+        0.2, ge=0.0, le=1.0, description="skill of a new agent in every domain"
+    )
     experts: int = Field(
-        0, ge=0, description="agents per replicate (the first ids) that start as experts with playbooks"
+        0,
+        ge=0,
+        description="agents per replicate (the first ids) that start as experts with playbooks",
     )
-    slope: float = Field(8.0, gt=0.0, description="success probability sigmoid(slope * (skill - difficulty))")
+    slope: float = Field(
+        8.0, gt=0.0, description="success probability sigmoid(slope * (skill - difficulty))"
+    )
     practice_rate: float = Field(
         0.02, ge=0.0, le=1.0, description="skill gained per attempt: rate * (1 - skill)"
     )
@@ -75,13 +92,22 @@ class SkillSocietyConfig(SharedConfig):
         description="skill learned from a used artifact: rate * measured quality * (quality - skill)",
     )
     artifact_strength: float = Field(
-        0.5, ge=0.0, le=1.0, description="help while using an artifact of quality q: skill + s q (1 - skill)"
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="help while using an artifact of quality q: skill + s q (1 - skill)",
     )
     forgetting: float = Field(
-        0.005, ge=0.0, le=1.0, description="per moment, unpractised skill decays by this share towards initial_skill"
+        0.005,
+        ge=0.0,
+        le=1.0,
+        description="per moment, unpractised skill decays by this share towards initial_skill",
     )
     memorisation: float = Field(
-        0.05, ge=0.0, le=1.0, description="per attempt, memory of train instances (helps train only)"
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="per attempt, memory of train instances (helps train only)",
     )
     distil_on_failure: float = Field(
         1.0, ge=0.0, le=1.0, description="probability of writing an artifact after a failed attempt"
@@ -90,20 +116,34 @@ class SkillSocietyConfig(SharedConfig):
         0.1, ge=0.0, le=1.0, description="probability of writing an artifact after a success"
     )
     insight: float = Field(
-        0.2, ge=0.0, le=1.0, description="a failure's lesson: artifact quality skill + insight * (1 - skill)"
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="a failure's lesson: artifact quality skill + insight * (1 - skill)",
     )
     ood_transfer: float = Field(
-        0.6, ge=0.0, le=1.0, description="share of skill that carries to shifted rules and the unseen domain"
+        0.6,
+        ge=0.0,
+        le=1.0,
+        description="share of skill that carries to shifted rules and the unseen domain",
     )
     retire_min_uses: int = Field(20, ge=1, description="uses before an artifact can be retired")
     retire_below: float = Field(
-        0.2, ge=0.0, le=1.0, description="retire artifacts whose usefulness posterior mean is at most this"
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="retire artifacts whose usefulness posterior mean is at most this",
     )
     publish_top: int = Field(
-        4, ge=0, description="numeric agents' best playbooks per domain published to the store at each checkpoint"
+        4,
+        ge=0,
+        description="numeric agents' best playbooks per domain published to the store at each checkpoint",
     )
     reach_quality: float = Field(
-        0.5, ge=0.0, le=1.0, description="reach: share of agents holding a playbook at least this good"
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="reach: share of agents holding a playbook at least this good",
     )
     artifact_kind: Literal["note", "code"] = Field(
         "note",
@@ -114,7 +154,9 @@ class SkillSocietyConfig(SharedConfig):
     llm_eval_tasks: int = Field(
         2, ge=1, description="llm agents: evaluation tasks per split at each checkpoint"
     )
-    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="llm agents: sampling temperature")
+    llm_temperature: float = Field(
+        0.0, ge=0.0, le=2.0, description="llm agents: sampling temperature"
+    )
     llm_latency: int = Field(
         0,
         ge=0,

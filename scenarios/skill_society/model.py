@@ -95,9 +95,13 @@ def policy_of(cfg: SkillSocietyConfig) -> str:
 def topology_of(cfg: SkillSocietyConfig, ctx: RunContext, replicate: int) -> Topology:
     seed = int(ctx.rng.numpy("graph", replicate).integers(2**31))
     try:
-        return make_topology(cfg.graph, cfg.population, degree=cfg.degree, rewire=cfg.rewire, seed=seed)
+        return make_topology(
+            cfg.graph, cfg.population, degree=cfg.degree, rewire=cfg.rewire, seed=seed
+        )
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"invalid value for 'graph' {cfg.graph!r} with population {cfg.population}: {exc}") from None
+        raise ConfigError(
+            f"invalid value for 'graph' {cfg.graph!r} with population {cfg.population}: {exc}"
+        ) from None
 
 
 def block_neighbours(topos: list[Topology]) -> Neighbours:
@@ -132,7 +136,11 @@ class Seats:
 
     def lineage(self, seats: np.ndarray, generation: int) -> dict[int, int]:
         """child -> parent store ids of the given seats up to ``generation``."""
-        return {g * self.n + s: (g - 1) * self.n + s for g in range(1, generation + 1) for s in seats.tolist()}
+        return {
+            g * self.n + s: (g - 1) * self.n + s
+            for g in range(1, generation + 1)
+            for s in seats.tolist()
+        }
 
 
 class _Batch:
@@ -178,7 +186,9 @@ class _Batch:
         self.published_version: dict[tuple[int, int, int], int] = {}
         self.llm_rng = [ctx.rng.numpy("llm-tasks", int(r)) for r in reps]
         self.eval_sets = {
-            (i, s): sample_tasks(s, cfg.llm_eval_tasks, cfg.difficulty, ctx.rng.numpy(f"eval-{s}", int(r)))
+            (i, s): sample_tasks(
+                s, cfg.llm_eval_tasks, cfg.difficulty, ctx.rng.numpy(f"eval-{s}", int(r))
+            )
             for i, r in enumerate(reps.tolist())
             for s in SPLITS
         }
@@ -216,14 +226,17 @@ class _Batch:
         for store, image in zip(self.stores, state["stores"], strict=True):
             store.load_bytes(np.asarray(image).tobytes())
         self.published = {(int(r), int(a), int(d)): str(aid) for r, a, d, aid in state["published"]}
-        self.published_version = {(int(r), int(a), int(d)): int(v) for r, a, d, v in state["published_version"]}
+        self.published_version = {
+            (int(r), int(a), int(d)): int(v) for r, a, d, v in state["published_version"]
+        }
         for g, saved in zip(self.llm_rng, state["llm_rng"], strict=True):
             g.bit_generator.state = saved
         self.llm_stats = np.array(state["llm_stats"], float)
         self.code_stats = np.array(state["code_stats"], float)
         self.counted = None if state["counted"] is None else np.array(state["counted"])
         self.curves = [
-            {**c, "scores": {(kind, split): np.asarray(v) for kind, split, v in c["scores"]}} for c in state["curves"]
+            {**c, "scores": {(kind, split): np.asarray(v) for kind, split, v in c["scores"]}}
+            for c in state["curves"]
         ]
 
     def attempt_data(self, attempt: dict[str, Any]) -> dict[str, Any]:
@@ -279,7 +292,12 @@ class _Batch:
         lineage = seats.lineage(np.array([seat]), self.generation) if self.cfg.inherit else None
         perf = self.performance(i) if self.cfg.sharing == "strong-to-weak" else None
         arts = store.retrieve(
-            int(self.store_id(seat)), query, self.cfg.retrieve, topology=seats, lineage=lineage, performance=perf
+            int(self.store_id(seat)),
+            query,
+            self.cfg.retrieve,
+            topology=seats,
+            lineage=lineage,
+            performance=perf,
         )
         return [a for a in arts if a.niche in (None, domain)]
 
@@ -385,13 +403,20 @@ class _Batch:
                 )  # fmt: skip
                 notes_for.append(j)
         notes = await self.client.complete_many(distil) if distil else []
-        texts = [(c.parsed.code if isinstance(c.parsed, Code) else c.parsed.note if c.parsed else "").strip() for c in notes]
+        texts = [
+            (
+                c.parsed.code if isinstance(c.parsed, Code) else c.parsed.note if c.parsed else ""
+            ).strip()
+            for c in notes
+        ]
         return {**prepared, "won": won, "notes": list(zip(notes_for, texts, strict=True))}
 
     async def llm_apply(self, attempt: dict[str, Any], time: float) -> None:
         """The attempt's effects at ``time``: artifact use, stats, the shared world, notes."""
         n = self.cfg.population
-        domains, tasks, retrieved, won = (attempt[k] for k in ("domains", "tasks", "retrieved", "won"))
+        domains, tasks, retrieved, won = (
+            attempt[k] for k in ("domains", "tasks", "retrieved", "won")
+        )
         for j, pos in enumerate(self.llm_pos.tolist()):
             i, seat = divmod(pos, n)
             ids = [a.id for a in retrieved[j]]
@@ -428,7 +453,9 @@ class _Batch:
             works = res.ok and all(str(o) == y for o, y in zip(res.outputs, want, strict=True))
             stated = [task.p] if works else []
         else:
-            stated = [p for dom, p in parse_rule(text) if dom == task.domain and p in TRAIN_PARAMS[dom]]
+            stated = [
+                p for dom, p in parse_rule(text) if dom == task.domain and p in TRAIN_PARAMS[dom]
+            ]
         quality = NOTE_QUALITY[0] if stated else NOTE_QUALITY[1]
         w = self.world
         if quality > float(w.art_q[pos, d]):
@@ -449,7 +476,9 @@ class _Batch:
         self.code_stats[i] += (1, not res.ok)
         return res
 
-    async def solve_requests(self, tasks: list, retrieved: list, positions: list[int]) -> list[Request]:
+    async def solve_requests(
+        self, tasks: list, retrieved: list, positions: list[int]
+    ) -> list[Request]:
         """The solve request of each (task, retrieved artifacts, agent); code artifacts are
         run first, in the sandbox, and what they gave is shown beside them."""
         n = self.cfg.population
@@ -490,7 +519,9 @@ class _Batch:
                     who.append(pos)
         requests = await self.solve_requests(tasks, retrieved, who)
         replies = await self.client.complete_many(requests)
-        ok = [verify(t, (c.parsed or NO_ANSWER).answer) for t, c in zip(tasks, replies, strict=True)]
+        ok = [
+            verify(t, (c.parsed or NO_ANSWER).answer) for t, c in zip(tasks, replies, strict=True)
+        ]
         return np.asarray(ok, np.float64).reshape(shape)
 
 
@@ -515,7 +546,9 @@ class SkillSociety(Scenario):
             ctx.report["notes"] = notes
         return out
 
-    async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, client) -> tuple[dict, float]:
+    async def _run_batch(
+        self, cfg, ctx: RunContext, reps: np.ndarray, client
+    ) -> tuple[dict, float]:
         batch = int(reps[0])
         done = ctx.checkpoints.finished(batch)  # a batch finished before a resume
         if done is not None:
@@ -541,7 +574,12 @@ class SkillSociety(Scenario):
                 """Start an LLM attempt now; its reply arrives as an event llm_latency later."""
                 if t + cfg.llm_latency < total:
                     b.in_flight = asyncio.ensure_future(b.llm_attempt(b.llm_prepare()))
-                    sim.at(float(t + cfg.llm_latency), reply, priority=1, name="skill-society llm reply")
+                    sim.at(
+                        float(t + cfg.llm_latency),
+                        reply,
+                        priority=1,
+                        name="skill-society llm reply",
+                    )
 
             async def reply() -> None:
                 attempt, b.in_flight = await b.in_flight, None
@@ -553,7 +591,9 @@ class SkillSociety(Scenario):
                 t = int(sim.now)
                 key = jax.random.fold_in(moment_key, t)
                 choice = b.choices(jax.random.fold_in(key, 1))
-                b.world, out = dyn.step(jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, b.active_dev, b.ids)
+                b.world, out = dyn.step(
+                    jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, b.active_dev, b.ids
+                )
                 b.learn(choice, out, jax.random.fold_in(learn_key, t))
                 if b.llm_pos.size and not cfg.llm_latency:
                     await b.llm_moment(float(t))
@@ -640,7 +680,12 @@ class SkillSociety(Scenario):
             ok = await b.llm_scores()  # (llm agents, splits, tasks)
             rep_of = b.llm_pos // n
             for k, s in enumerate(SPLITS):
-                v = np.array([ok[rep_of == i, k].mean() if (rep_of == i).any() else np.nan for i in range(b.reps.size)])
+                v = np.array(
+                    [
+                        ok[rep_of == i, k].mean() if (rep_of == i).any() else np.nan
+                        for i in range(b.reps.size)
+                    ]
+                )
                 point["scores"][("llm", s)] = v
                 rec.record(t, "score", v, replicate=b.reps, split=s, kind="llm")
             point["llm_tasks"] = np.stack([ok[rep_of == i, 1].mean(0) for i in range(b.reps.size)])
@@ -678,20 +723,31 @@ class SkillSociety(Scenario):
             return sum(curve(k, split) * w[i] for i, k in enumerate(primary)) / w.sum(0)
 
         train, held, ood = (mean_curve(s) for s in SPLITS)
-        out["heldout_gain"], out["ood_gain"], out["train_gain"] = (c[-1] - c[0] for c in (held, ood, train))
+        out["heldout_gain"], out["ood_gain"], out["train_gain"] = (
+            c[-1] - c[0] for c in (held, ood, train)
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
             out["transfer_ratio"] = np.asarray(transfer_ratio(train, held), float)
             if primary[0] != "llm":
                 attempts = np.stack([c["attempts"] for c in curves]) / 1000.0
                 domain = np.stack([c["domain"] for c in curves])  # (T, R, D)
-                out["artifact_reuse_rate"] = curves[-1]["reused"] / np.maximum(curves[-1]["attempts"], 1)
+                out["artifact_reuse_rate"] = curves[-1]["reused"] / np.maximum(
+                    curves[-1]["attempts"], 1
+                )
             else:
                 attempts = np.stack([c["llm_attempts"] for c in curves]) / 1000.0
                 domain = np.stack([c["llm_tasks"] for c in curves])
-                out["artifact_reuse_rate"] = curves[-1]["llm_reused"] / np.maximum(curves[-1]["llm_attempts"], 1)
-            out["plasticity"] = np.asarray(plasticity(held, attempts, unit="interactions")["value"], float)
+                out["artifact_reuse_rate"] = curves[-1]["llm_reused"] / np.maximum(
+                    curves[-1]["llm_attempts"], 1
+                )
+            out["plasticity"] = np.asarray(
+                plasticity(held, attempts, unit="interactions")["value"], float
+            )
         out["forgetting"] = np.array(
-            [forgetting(domain[:, i])["mean"] if len(curves) > 1 else np.nan for i in range(b.reps.size)]
+            [
+                forgetting(domain[:, i])["mean"] if len(curves) > 1 else np.nan
+                for i in range(b.reps.size)
+            ]
         )
         out["dol_index"], out["niches"] = curves[-1]["dol"], curves[-1]["niches"].astype(float)
         if len(kinds) > 1 or "llm" in kinds:  # per kind, so LLM agents meet their baselines
@@ -706,7 +762,10 @@ class SkillSociety(Scenario):
             held_llm = curve("llm", "heldout")
             with np.errstate(divide="ignore", invalid="ignore"):
                 out["plasticity_tokens.llm"] = np.asarray(
-                    plasticity(held_llm, tokens[:, None] * np.ones_like(held_llm), unit="tokens")["value"], float
+                    plasticity(held_llm, tokens[:, None] * np.ones_like(held_llm), unit="tokens")[
+                        "value"
+                    ],
+                    float,
                 )
         self._record_niches(b)
         return out
@@ -732,7 +791,9 @@ class SkillSociety(Scenario):
         return plot_all(frame, plots_dir, config, plots_dir.parent)
 
 
-def achievements(cfg: SkillSocietyConfig, ctx: RunContext, out: Mapping[str, np.ndarray]) -> list[str]:
+def achievements(
+    cfg: SkillSocietyConfig, ctx: RunContext, out: Mapping[str, np.ndarray]
+) -> list[str]:
     """One line per kind of agent: evaluation tasks solved and held-out gain; and, when the
     LLM agents solved none, why and how to rerun with a capable model (a weak model that
     replies validly is a finding, not a failure of the run)."""
@@ -741,7 +802,9 @@ def achievements(cfg: SkillSocietyConfig, ctx: RunContext, out: Mapping[str, np.
         if f"solved.{kind}" not in out:
             continue
         solved, gain = np.nanmean(out[f"solved.{kind}"]), np.nanmean(out[f"heldout_gain.{kind}"])
-        lines.append(f"{kind} agents: solved {solved:.0%} of evaluation tasks at the end, held-out gain {gain:+.3f}")
+        lines.append(
+            f"{kind} agents: solved {solved:.0%} of evaluation tasks at the end, held-out gain {gain:+.3f}"
+        )
     if "solved.llm" in out and np.nanmax(out["solved.llm"], initial=0.0) == 0:
         model = ctx.options.get("llm") or "local"
         sets = " ".join(
@@ -753,11 +816,11 @@ def achievements(cfg: SkillSocietyConfig, ctx: RunContext, out: Mapping[str, np.
             why = f"the embedded model ({LOCAL_MODEL}) is a small base model, there to exercise the plumbing"
         else:
             why = f"model {model} did not solve these puzzles"
-        lines.append(f"LLM agents solved no evaluation task: {why}; rerun with a capable model: {command}")
+        lines.append(
+            f"LLM agents solved no evaluation task: {why}; rerun with a capable model: {command}"
+        )
     return lines
 
 
 def _dol(counts: np.ndarray) -> float:
     return dol_index(counts)["dol_indiv_to_task"] if counts.sum() else float("nan")
-
-

@@ -26,7 +26,9 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
     scores = frame[frame["metric"] == "score"]
     if not scores.empty:
         kinds = sorted(scores["kind"].dropna().unique())
-        fig, axes = plt.subplots(1, len(kinds), figsize=(5 * len(kinds), 3.6), dpi=100, squeeze=False)
+        fig, axes = plt.subplots(
+            1, len(kinds), figsize=(5 * len(kinds), 3.6), dpi=100, squeeze=False
+        )
         for ax, kind in zip(axes[0], kinds, strict=True):
             sub = scores[scores["kind"] == kind]
             for i, split in enumerate(SPLITS):
@@ -120,7 +122,9 @@ def _lineage(plt, store_path: Path, plots_dir: Path) -> Path | None:
         sub = frame[frame["kind"] == kind]
         if len(sub):
             xy = np.array([pos[a] for a in sub["id"]])
-            ax.scatter(xy[:, 0], xy[:, 1], s=14, marker=marker, c=sub["uses"], cmap="viridis", label=kind)
+            ax.scatter(
+                xy[:, 0], xy[:, 1], s=14, marker=marker, c=sub["uses"], cmap="viridis", label=kind
+            )
     ax.set_yticks(range(len(DOMAINS)), DOMAINS)
     ax.set_xlabel("created at (moment)")
     ax.set_title("artifact lineage, replicate 0 (colour: uses; lines: parent -> child)")

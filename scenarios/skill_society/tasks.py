@@ -30,7 +30,13 @@ DOMAINS = ("shift", "add", "repeat", "step")
 """Domains agents train on (the niches of the skill model)."""
 OOD_DOMAIN = "rotate"
 """A domain that appears only in the out-of-distribution split."""
-TRAIN_PARAMS = {"shift": (1, 2, 3), "add": (2, 3, 5), "repeat": (2, 3), "step": (2, 3, 4), "rotate": ()}
+TRAIN_PARAMS = {
+    "shift": (1, 2, 3),
+    "add": (2, 3, 5),
+    "repeat": (2, 3),
+    "step": (2, 3, 4),
+    "rotate": (),
+}
 OOD_PARAMS = {"shift": (7, 9), "add": (11, 17), "repeat": (4,), "step": (9, 12), "rotate": (1, 2)}
 SPLITS = ("train", "heldout", "ood")
 
@@ -41,7 +47,9 @@ _PHRASES = {
     "step": "continue the sequence: each number is {p} more than the one before",
     "rotate": "rotate the word left by {p} letters",
 }
-_PARSE = {d: re.compile(re.escape(t).replace(r"\{p\}", r"(\d+)"), re.I) for d, t in _PHRASES.items()}
+_PARSE = {
+    d: re.compile(re.escape(t).replace(r"\{p\}", r"(\d+)"), re.I) for d, t in _PHRASES.items()
+}
 
 
 @dataclass(frozen=True)

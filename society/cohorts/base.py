@@ -32,7 +32,9 @@ class Cohort:
     def __init__(self, name: str, agents: np.ndarray | list[int]):
         agents = np.asarray(agents, dtype=np.int64)
         if agents.ndim != 1:
-            raise ValueError(f"cohort '{name}': agents must be a 1-D array of ids, got shape {agents.shape}")
+            raise ValueError(
+                f"cohort '{name}': agents must be a 1-D array of ids, got shape {agents.shape}"
+            )
         if agents.size and (np.diff(np.sort(agents)) == 0).any():
             raise ValueError(f"cohort '{name}': agent ids must be unique")
         self.name = name
@@ -58,12 +60,16 @@ class Cohort:
         _, order, srt = cache
         if srt.size == 0:
             if agents.size:
-                raise ValueError(f"cohort '{self.name}': agents {agents[:5].tolist()} are not members")
+                raise ValueError(
+                    f"cohort '{self.name}': agents {agents[:5].tolist()} are not members"
+                )
             return np.zeros(0, dtype=np.int64)
         pos = np.minimum(np.searchsorted(srt, agents), srt.size - 1)
         bad = srt[pos] != agents
         if bad.any():
-            raise ValueError(f"cohort '{self.name}': agents {agents[bad][:5].tolist()} are not members")
+            raise ValueError(
+                f"cohort '{self.name}': agents {agents[bad][:5].tolist()} are not members"
+            )
         return order[pos]
 
     # -- deciding ------------------------------------------------------------------------
@@ -75,11 +81,19 @@ class Cohort:
         """Awaitable form used by the engine; numeric cohorts just call :meth:`act`."""
         return self.act(agents, obs, key)
 
-    def learn(self, agents: np.ndarray, obs: Pytree, actions: Pytree, rewards: jax.Array, key: jax.Array) -> None:
+    def learn(
+        self, agents: np.ndarray, obs: Pytree, actions: Pytree, rewards: jax.Array, key: jax.Array
+    ) -> None:
         """Update from the outcome of the last actions. Default: no learning."""
 
     # -- lifecycle hooks (used by society.population.Population) ---------------------------
-    def clone(self, src_agents: np.ndarray, new_agents: np.ndarray, key: jax.Array | None = None, mutation: float = 0.0) -> None:
+    def clone(
+        self,
+        src_agents: np.ndarray,
+        new_agents: np.ndarray,
+        key: jax.Array | None = None,
+        mutation: float = 0.0,
+    ) -> None:
         """Add ``new_agents`` inheriting the per-agent state of ``src_agents`` (mutated)."""
         raise TypeError(f"cohort '{self.name}' ({type(self).__name__}) cannot clone agents")
 
@@ -87,7 +101,13 @@ class Cohort:
         """Add fresh ``new_agents`` with newly drawn state."""
         raise TypeError(f"cohort '{self.name}' ({type(self).__name__}) cannot spawn fresh agents")
 
-    def merge(self, first: np.ndarray, second: np.ndarray, new_agents: np.ndarray, key: jax.Array | None = None) -> None:
+    def merge(
+        self,
+        first: np.ndarray,
+        second: np.ndarray,
+        new_agents: np.ndarray,
+        key: jax.Array | None = None,
+    ) -> None:
         """Add ``new_agents`` combining two parents each; by default they inherit the first
         parent's state (cohorts with numeric state override this)."""
         self.clone(first, new_agents, key=key)

@@ -712,8 +712,12 @@ class LearnedCohort(Cohort):
         self.learn_calls = int(state["learn_calls"])
 
 
-def reinforce_cohort(ids: np.ndarray, features: Sequence[str], *, lr: float, key: jax.Array) -> LearnedCohort:
+def reinforce_cohort(
+    ids: np.ndarray, features: Sequence[str], *, lr: float, key: jax.Array
+) -> LearnedCohort:
     """The learned cohort most scenarios use: one number in [0, 1] per agent from its
     ``features``, learned by REINFORCE with step ``lr`` (the config's ``learning_rate``).
     Its draws depend on (``key``, agent id) only, so batching does not change them."""
-    return LearnedCohort("learned", ids, features=features, actions="continuous", rule="reinforce", lr=lr, key=key)
+    return LearnedCohort(
+        "learned", ids, features=features, actions="continuous", rule="reinforce", lr=lr, key=key
+    )

@@ -31,7 +31,9 @@ from society.llm.config import LLMConfig
 class _Shard:
     """The actor: a shard's LLMCohort and the client it calls, made in the actor's loop."""
 
-    def __init__(self, name: str, agents: np.ndarray, config: dict[str, Any], kwargs: dict[str, Any]):
+    def __init__(
+        self, name: str, agents: np.ndarray, config: dict[str, Any], kwargs: dict[str, Any]
+    ):
         self.name, self.agents, self.config, self.kwargs = name, agents, config, kwargs
         self.client: Any = None
         self.cohort: Any = None
@@ -83,7 +85,9 @@ class ShardedLLMCohort(Cohort):
         super().__init__(name, agents)
         configs = [config] * shards if isinstance(config, LLMConfig) else list(config)
         if shards < 1 or len(configs) != shards:
-            raise ValueError(f"cohort '{name}': shards must be >= 1 with one config each (got {shards}, {len(configs)})")
+            raise ValueError(
+                f"cohort '{name}': shards must be >= 1 with one config each (got {shards}, {len(configs)})"
+            )
         from sim_core.ray_runtime import check_reachable, start_ray
 
         if address:
@@ -107,7 +111,9 @@ class ShardedLLMCohort(Cohort):
         host = {k: np.asarray(v) for k, v in dict(obs).items()}
         parts = self._split(agents)
         calls = [
-            self.shards[s].aact.remote(agents[m], {k: v[m] if v.ndim else v for k, v in host.items()})
+            self.shards[s].aact.remote(
+                agents[m], {k: v[m] if v.ndim else v for k, v in host.items()}
+            )
             for s, m in parts
         ]
         actions = np.empty(len(agents), dtype=np.float64)
@@ -118,12 +124,16 @@ class ShardedLLMCohort(Cohort):
     def act(self, agents: np.ndarray, obs: Pytree, key: jax.Array) -> np.ndarray:
         raise TypeError(f"cohort '{self.name}' is asynchronous: await aact() (the population does)")
 
-    def learn(self, agents: np.ndarray, obs: Pytree, actions: Any, rewards: Any, key: jax.Array) -> None:
+    def learn(
+        self, agents: np.ndarray, obs: Pytree, actions: Any, rewards: Any, key: jax.Array
+    ) -> None:
         """Outcomes enter each agent's memory, in its shard (as LLMCohort.learn)."""
         import ray
 
         agents, rewards = np.asarray(agents, dtype=np.int64), np.asarray(rewards)
-        ray.get([self.shards[s].learn.remote(agents[m], rewards[m]) for s, m in self._split(agents)])
+        ray.get(
+            [self.shards[s].learn.remote(agents[m], rewards[m]) for s, m in self._split(agents)]
+        )
 
     async def usage(self) -> dict[str, float]:
         """Every shard's client accounting (requests, tokens, cost, failures...), summed."""

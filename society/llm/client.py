@@ -360,8 +360,7 @@ class LLMClient:
         self._report_degenerate(requests, completions)
         self.check_budget()
         if self._liveness is not None and any(
-            o.error is not None and failure_kind(o.error) == "connection"
-            for o in outcomes.values()
+            o.error is not None and failure_kind(o.error) == "connection" for o in outcomes.values()
         ):
             self._liveness()
         return completions
@@ -783,6 +782,10 @@ def _parse(text: str, schema: type[BaseModel]) -> tuple[BaseModel | None, str]:
         got = first.get("input")
         # The value quoted back: a bound the server's grammar ignored (llama.cpp's ignores
         # number bounds) then reads as a number to change, not a format to fix.
-        if first.get("type") != "missing" and isinstance(got, int | float | str) and len(str(got)) <= 60:
+        if (
+            first.get("type") != "missing"
+            and isinstance(got, int | float | str)
+            and len(str(got)) <= 60
+        ):
             return None, f"{where}: {first['msg']} (got {json.dumps(got)})"
         return None, f"{where}: {first['msg']}"

@@ -365,8 +365,7 @@ class LocalModel:
         except subprocess.TimeoutExpired:
             return  # alive: the connection failed for another reason
         raise LocalModelDied(
-            f"the local model server (pid {self._proc.pid}, {self.api_base}) "
-            f"{describe_exit(code)}",
+            f"the local model server (pid {self._proc.pid}, {self.api_base}) {describe_exit(code)}",
             self.log_tail(),
         )
 
@@ -487,7 +486,9 @@ def _bounded(schema: Any) -> Any:
     if out.get("type") == "number":
         lo, hi = out.get("minimum"), out.get("maximum")
         if isinstance(lo, int | float) and isinstance(hi, int | float) and lo < hi:
-            out["enum"] = [round(lo + (hi - lo) * i / NUMBER_STEPS, 6) for i in range(NUMBER_STEPS + 1)]
+            out["enum"] = [
+                round(lo + (hi - lo) * i / NUMBER_STEPS, 6) for i in range(NUMBER_STEPS + 1)
+            ]
         return out
     if out.get("type") != "integer":
         return out

@@ -26,21 +26,39 @@ from society.llm.client import LLMClient
 from society.llm.config import LLMConfig
 
 # Run options (society run's flags) that become LLMConfig fields, and the flag of each.
-OPTION_FIELDS = {"llm": "model", "api_base": "api_base", "api_key_env": "api_key_env", "concurrency": "concurrency"}
-_FLAGS = {"model": "--llm", "api_base": "--api-base", "api_key_env": "--api-key-env", "concurrency": "--concurrency"}
+OPTION_FIELDS = {
+    "llm": "model",
+    "api_base": "api_base",
+    "api_key_env": "api_key_env",
+    "concurrency": "concurrency",
+}
+_FLAGS = {
+    "model": "--llm",
+    "api_base": "--api-base",
+    "api_key_env": "--api-key-env",
+    "concurrency": "--concurrency",
+}
 
 
 def check_key_env(name: str | None) -> None:
     """A one-line ConfigError when ``--api-key-env NAME`` names an unset variable: every
     call would be refused, so say so before the run starts (the value is never shown)."""
     if name and not os.environ.get(name):
-        raise ConfigError(f"--api-key-env {name}: the environment variable {name} is not set (or empty); export the API key in it")
+        raise ConfigError(
+            f"--api-key-env {name}: the environment variable {name} is not set (or empty); export the API key in it"
+        )
 
 
-def config_from_options(options: Mapping[str, Any], *, run_dir: Path | None = None, **overrides: Any) -> LLMConfig:
+def config_from_options(
+    options: Mapping[str, Any], *, run_dir: Path | None = None, **overrides: Any
+) -> LLMConfig:
     """An :class:`LLMConfig` for a non-local model from run options and scenario overrides."""
     values: dict[str, Any] = {"model": options.get("llm"), "api_base": options.get("api_base")}
-    values |= {field: options[k] for k, field in OPTION_FIELDS.items() if options.get(k) is not None and k != "llm"}
+    values |= {
+        field: options[k]
+        for k, field in OPTION_FIELDS.items()
+        if options.get(k) is not None and k != "llm"
+    }
     values |= overrides
     if run_dir is not None and "cache_path" not in overrides:
         values["cache_path"] = Path(run_dir) / "llm-cache.sqlite"
@@ -57,7 +75,11 @@ def config_from_options(options: Mapping[str, Any], *, run_dir: Path | None = No
 
 @asynccontextmanager
 async def open_client(
-    options: Mapping[str, Any], *, run_dir: Path | None = None, needed: bool = True, **overrides: Any
+    options: Mapping[str, Any],
+    *,
+    run_dir: Path | None = None,
+    needed: bool = True,
+    **overrides: Any,
 ) -> AsyncIterator[LLMClient | None]:
     """Open the run's client; with no ``llm`` option (or ``llm="local"``) start the embedded
     local model for the duration and stop it afterwards. ``needed=False`` (a run without LLM
@@ -95,7 +117,9 @@ async def open_client(
                 flush=True,
             )
             server = await stack.enter_async_context(server)
-            extra: dict[str, Any] = {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
+            extra: dict[str, Any] = (
+                {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
+            )
             if options.get("concurrency") is not None:
                 extra["concurrency"] = options["concurrency"]
             cfg = server.config(**{**extra, **overrides})
@@ -151,7 +175,8 @@ def report_to_run(client: LLMClient, ctx: RunContext | None = None) -> None:
         decisions = rest["requests"] - rest["budget_stopped"]
         ctx.count_fallbacks("(no cohort)", int(decisions), int(rest["failures"]), first)
     section = ctx.report.setdefault(
-        "llm", {"requests": 0, "failures": 0, "fallbacks": 0, "budget_stopped": 0, "failure_kinds": {}}
+        "llm",
+        {"requests": 0, "failures": 0, "fallbacks": 0, "budget_stopped": 0, "failure_kinds": {}},
     )
     for k in ("requests", "failures", "fallbacks", "budget_stopped"):
         section[k] += int(usage.total[k])
@@ -181,6 +206,8 @@ def record_usage(
                 recorder.record(time, row["metric"], row["value"], replicate=rep, agent=seat)
         elif "cohort" in row:
             if "cohort" in declared:
-                recorder.record(time, row["metric"], row["value"], replicate=-1, cohort=row["cohort"])
+                recorder.record(
+                    time, row["metric"], row["value"], replicate=-1, cohort=row["cohort"]
+                )
         else:
             recorder.record(time, row["metric"], row["value"], replicate=-1)
