@@ -67,6 +67,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "scenarios.boid_flockers.config:BoidFlockersParams",
         "scenarios.boid_flockers.model:BoidFlockers",
     ),
+    "wolf-sheep": (
+        "scenarios.wolf_sheep.config:WolfSheepParams",
+        "scenarios.wolf_sheep.model:WolfSheep",
+    ),
 }
 
 

@@ -17,6 +17,11 @@ value at the last step) and LLM budget stops. With rule agents only (or a model 
 agents' choices, ``actions = None``), the whole run is a compiled ``lax.scan`` over steps,
 vmapped over replicates (``sim_core.study``); otherwise one moment per step, each cohort
 acting once for all its agents.
+
+Births and deaths: a study may declare ``capacity(p)``, the agents' slots at first, keep an
+``alive`` mask and count in ``world["overflow"]`` the births that found no free slot
+(``sim_core.lifecycle``). A compiled run or chunk that overflowed is run again from its
+first world with twice the capacity (``grow``), so the rows do not depend on the capacity.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import Field, create_model
 
+from sim_core import lifecycle
 from sim_core import study as engine
 from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
@@ -42,6 +48,7 @@ from society.fields import ModelParams, StudyParams
 __all__ = ["Discrete", "ModelParams", "Study", "StudyParams"]
 
 _COMPILED: dict[tuple, Any] = {}  # (study, params, what) -> compiled function
+_CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
 
 
 def _kebab(name: str) -> str:
@@ -58,6 +65,7 @@ class Study(Scenario):
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
     checkpointing = True
+    capacity = None  # optional capacity(p) -> int: agents' slots at first (births and deaths)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -80,6 +88,10 @@ class Study(Scenario):
         raise NotImplementedError(
             "a study defines step(key, world, actions, p) -> (world, outcome)"
         )
+
+    def grow(world: Any, capacity: int, p: Any) -> Any:  # noqa: N805
+        """The world with ``capacity`` agents' slots (more than it has, the new ones dead)."""
+        return lifecycle.grow(world, capacity)
 
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
 
@@ -104,12 +116,16 @@ class Study(Scenario):
             _COMPILED[key]["strategy"] = lambda obs, keys, params: rule(obs)
         return _COMPILED[key]
 
-    def _compiled(self, cfg: Any, what: str, length: int = 0) -> Any:
-        key = (type(self), cfg.model_dump_json(), what, length)
+    def _compiled(self, cfg: Any, what: str, length: int = 0, cap: int = 0) -> Any:
+        key = (type(self), cfg.model_dump_json(), what, length, cap)
         if key not in _COMPILED:
             f, cls = self._bound(cfg), type(self)
+            if cap:  # births and deaths: the initial world with ``cap`` slots
+                f = {**f, "init": lambda k, init=f["init"]: cls.grow(init(k), cap, cfg)}
             if what == "init":
                 _COMPILED[key] = engine.initial(lambda k: f["init"](k))
+            elif what == "grow":
+                _COMPILED[key] = engine.initial(lambda w: cls.grow(w, cap, cfg))
             elif what in ("chunk", "whole"):
                 decide = (lambda k, obs: f["rule"](obs)) if cls.actions is not None else None  # noqa: E731
                 args = (f["step"], f["observe"], decide, cls.reporters, length)
@@ -187,8 +203,9 @@ class Study(Scenario):
 
     def _fused_batch(self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, size: int) -> dict:
         if size == cfg.steps and ctx.checkpoints.path is None:  # one compiled call, no clock needed
-            world, values = self._compiled(cfg, "whole", size)(
-                np.uint32(ctx.seed), np.uint32(tag("world")), reps
+            seed, stream = np.uint32(ctx.seed), np.uint32(tag("world"))
+            world, values = self._fitted(
+                cfg, lambda cap: self._compiled(cfg, "whole", size, cap)(seed, stream, reps)
             )
             return self._finish(cfg, ctx, reps, world, self._record(ctx, reps, 0, values))
         keys = ctx.rng.keys("world", reps)
@@ -197,7 +214,13 @@ class Study(Scenario):
 
         def advance(t0: int) -> None:
             k = min(size, cfg.steps - t0)
-            state["world"], values = self._compiled(cfg, "chunk", k)(state["world"], keys, t0)
+
+            def chunk(cap):  # noqa: ANN001, ANN202
+                return self._compiled(cfg, "chunk", k)(
+                    self._grown(cfg, state["world"], cap), keys, t0
+                )
+
+            state["world"], values = self._fitted(cfg, chunk)
             state["last"] = self._record(ctx, reps, t0, values)
             if t0 + k < cfg.steps:
                 sim.at(float(t0 + k), advance, t0 + k, name="steps")
@@ -214,6 +237,25 @@ class Study(Scenario):
         ctx.checkpoints.attach(b, sim, save, every=1)
         sim.run()
         return self._finish(cfg, ctx, reps, state["world"], state["last"])
+
+    def _fitted(self, cfg: Any, run: Any) -> tuple[Any, Any]:
+        """``run(capacity)`` (0: the study has none), again with twice the capacity while a
+        birth found no free slot; the capacity is remembered for the next run."""
+        if type(self).capacity is None:
+            return run(0)
+        key = (type(self), cfg.model_dump_json())
+        while True:
+            cap = _CAPACITY.setdefault(key, type(self).capacity(cfg))
+            world, values = run(cap)
+            if not np.asarray(world["overflow"]).any():
+                return world, values
+            _CAPACITY[key] = 2 * max(cap, world["alive"].shape[-1])
+
+    def _grown(self, cfg: Any, world: Any, cap: int) -> Any:
+        """A batch of worlds with ``cap`` slots (as it is without a capacity or with as many)."""
+        if not cap or world["alive"].shape[1] >= cap:
+            return world
+        return self._compiled(cfg, "grow", cap=cap)(world)
 
     # -- learned and LLM agents: one moment per step ----------------------------------------
     def _run_cohorts(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:

@@ -1,0 +1,1 @@
+"""Mesa's WolfSheep benchmark model as a study."""

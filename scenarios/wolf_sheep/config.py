@@ -1,0 +1,41 @@
+"""Parameters of wolf-sheep: Mesa's ``WolfSheep`` names and defaults."""
+
+from pydantic import Field, model_validator
+
+from society.fields import ModelParams
+
+
+class WolfSheepParams(ModelParams):
+    """Wolf-sheep predation (Mesa's benchmark): sheep graze, wolves eat sheep, both breed."""
+
+    width: int = Field(
+        20, ge=3, le=10**4, description="grid width (a torus; at least 3: four distinct neighbours)"
+    )
+    height: int = Field(20, ge=3, le=10**4, description="grid height")
+    initial_sheep: int = Field(100, ge=0, le=10**7, description="sheep at the start")
+    initial_wolves: int = Field(50, ge=0, le=10**7, description="wolves at the start")
+    sheep_reproduce: float = Field(
+        0.04, ge=0, le=1, description="chance that a sheep breeds each step"
+    )
+    wolf_reproduce: float = Field(
+        0.05, ge=0, le=1, description="chance that a wolf breeds each step"
+    )
+    wolf_gain_from_food: float = Field(
+        20, ge=0, description="energy a wolf gains from eating a sheep"
+    )
+    grass: bool = Field(True, description="sheep eat grass for energy (without it they gain none)")
+    grass_regrowth_time: int = Field(
+        30, ge=1, le=10**6, description="steps a grass patch takes to regrow"
+    )
+    sheep_gain_from_food: float = Field(
+        4, ge=0, description="energy a sheep gains from a grass patch"
+    )
+    steps: int = Field(100, ge=1, le=10**6, description="steps to simulate")
+
+    @model_validator(mode="after")
+    def _fits(self) -> "WolfSheepParams":
+        if self.width * self.height >= 2**31 - 1:
+            raise ValueError(
+                f"width x height must be below 2**31 - 1 (got {self.width * self.height})"
+            )
+        return self
