@@ -40,7 +40,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "commons": ("scenarios.commons.config:CommonsConfig", "scenarios.commons.model:Commons"),
     "epidemic": ("scenarios.epidemic.config:EpidemicConfig", "scenarios.epidemic.model:Epidemic"),
     "market": ("scenarios.market.config:MarketConfig", "scenarios.market.model:Market"),
-    "donor-game": ("scenarios.donor_game.config:DonorGameConfig", "scenarios.donor_game.model:DonorGame"),
+    "donor-game": (
+        "scenarios.donor_game.config:DonorGameConfig",
+        "scenarios.donor_game.model:DonorGame",
+    ),
     "indirect-reciprocity": (
         "scenarios.indirect_reciprocity.config:IndirectReciprocityConfig",
         "scenarios.indirect_reciprocity.model:IndirectReciprocity",
@@ -57,8 +60,14 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "scenarios.boltzmann_wealth.config:BoltzmannWealthParams",
         "scenarios.boltzmann_wealth.model:BoltzmannWealth",
     ),
-    "schelling": ("scenarios.schelling.config:SchellingParams", "scenarios.schelling.model:Schelling"),
-    "conformity": ("scenarios.conformity.config:ConformityParams", "scenarios.conformity.model:Conformity"),
+    "schelling": (
+        "scenarios.schelling.config:SchellingParams",
+        "scenarios.schelling.model:Schelling",
+    ),
+    "conformity": (
+        "scenarios.conformity.config:ConformityParams",
+        "scenarios.conformity.model:Conformity",
+    ),
     "learning-aware-ipd": (
         "scenarios.learning_aware_ipd.config:LearningAwareIPDParams",
         "scenarios.learning_aware_ipd.model:LearningAwareIPD",
@@ -185,6 +194,7 @@ def run(
     seed: int = 0,
     replicates: int = 1,
     out: str | Path | None = None,
+    params: dict[str, Any] | None = None,
     config: dict[str, Any] | None = None,
     llm: str | None = None,
     api_base: str | None = None,
@@ -192,9 +202,13 @@ def run(
     batch_replicates: int | None = None,
     max_fallback_rate: float | None = None,
     replay: str | Path | None = None,
-    **params: Any,
+    **kw: Any,
 ) -> RunResult:
     """Run a scenario by name (or a user's Scenario) and return its :class:`RunResult`.
+
+    ``params`` holds the model's parameters, apart from the run's options (seed, replicates,
+    out, llm...), as Mesa's ``batch_run`` keeps them; parameters may also be given as
+    keywords (``scenarios.run("schelling", width=40)``) or as ``config`` (the older name).
 
     ``llm`` is any litellm model string for the scenario's LLM agents and ``api_base``
     points it at an OpenAI-compatible server; scenarios without LLM agents ignore both.
@@ -205,19 +219,23 @@ def run(
     from sim_core.experiment import run_scenario
 
     scen = get(scenario) if isinstance(scenario, str) else scenario
-    options = {k: v for k, v in {"llm": llm, "api_base": api_base, "replay": replay}.items() if v is not None}
+    options = {
+        k: v
+        for k, v in {"llm": llm, "api_base": api_base, "replay": replay}.items()
+        if v is not None
+    }
     if max_fallback_rate is not None:
-        params = {"max_fallback_rate": max_fallback_rate, **params}  # run_scenario's keyword
+        kw = {"max_fallback_rate": max_fallback_rate, **kw}  # run_scenario's keyword
     return run_scenario(
         scen,
         seed=seed,
         replicates=replicates,
         out=out,
         write=write,
-        config=config,
+        config=config if params is None else {**(config or {}), **params},
         options=options,
         batch_replicates=batch_replicates,
-        **params,
+        **kw,
     )
 
 
@@ -262,7 +280,9 @@ def population_field(scenario: str) -> str:
     built-in scenario (society.fields.PopulationFields); a user's study may differ."""
     if "population" in config_class(scenario).model_fields:
         return "population"
-    raise ConfigError(f"scenario '{scenario}' has no 'population' parameter; give --population-field")
+    raise ConfigError(
+        f"scenario '{scenario}' has no 'population' parameter; give --population-field"
+    )
 
 
 def steps_field(scenario: str) -> str:
@@ -297,7 +317,9 @@ def scale(
     stp = steps_field_name or steps_field(scenario)
     for name in (pop, stp):
         if name not in cls.model_fields:
-            raise ConfigError(f"scenario '{scenario}' has no parameter '{name}'; accepted: {', '.join(cls.model_fields)}")
+            raise ConfigError(
+                f"scenario '{scenario}' has no parameter '{name}'; accepted: {', '.join(cls.model_fields)}"
+            )
     return run_scale(
         _portable_ref(scenario), populations, out=out, base=config, steps=steps, seed=seed, marginal=marginal,
         population_field=pop, steps_field=stp, config_class=cls, runner="scenarios:run", progress=progress,

@@ -151,13 +151,17 @@ class PopulationFields(StudyConfig):
 class LearningFields(StudyConfig):
     """How learned agents learn."""
 
-    learning_rate: float = Field(0.05, gt=0.0, description="learned agents: step size of their updates")
+    learning_rate: float = Field(
+        0.05, gt=0.0, description="learned agents: step size of their updates"
+    )
 
 
 class LLMFields(StudyConfig):
     """How LLM agents are asked (the model itself is a run option: --llm, --api-base)."""
 
-    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature")
+    llm_temperature: float = Field(
+        0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature"
+    )
     llm_max_tokens: int = Field(96, gt=0, description="LLM agents: reply limit in tokens")
     llm_budget_tokens: int | None = Field(
         None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
@@ -183,3 +187,11 @@ class ModelParams(StepFields):
 
 class StudyParams(SharedConfig, StepFields):
     """Base of a study's parameters whose agents are rules, learned or LLM (``agents``)."""
+
+    llm_latency: int = Field(
+        0,
+        ge=0,
+        le=10**6,
+        description="LLM agents: steps from a request to its reply; meanwhile they keep their "
+        "last choice and every other agent keeps stepping (0: replies within the step)",
+    )

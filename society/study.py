@@ -26,6 +26,8 @@ first world with twice the capacity (``grow``), so the rows do not depend on the
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import re
 from collections.abc import Mapping
 from functools import partial
@@ -144,7 +146,9 @@ class Study(Scenario):
             elif what == "observe":
                 _COMPILED[key] = jax.jit(f["observe"])
             elif what == "agents":
-                _COMPILED[key] = jax.jit(lambda w: engine.report(cls.agent_reporters, w, None))
+                _COMPILED[key] = jax.jit(
+                    jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None))
+                )
         return _COMPILED[key]
 
     def run(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
@@ -318,22 +322,62 @@ class Study(Scenario):
         learn_key = ctx.rng.key("learn", r)
         state: dict[str, Any] = {"last": {}}
         sim = Scheduler()
+        # LLM replies as events: with llm_latency L, LLM agents are asked at t and their
+        # reply is their choice from t + L on (until then, their last one).
+        late = getattr(cfg, "llm_latency", 0) and "llm" in [c.name for c in pop.cohorts]
+        slow = pop.cohort("llm").agents if late else ids[:0]
+        fast = np.setdiff1d(ids, slow)
+        state["held"] = np.full(slow.size, type(self).actions.fallback if late else 0, np.int32)
+        state["asked"] = None  # the request in flight: a task, or its reply restored as data
+        state["earned"] = np.zeros(slow.size)  # LLM agents' rewards while their choice held
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
             obs = observe(state["world"])
             k_act, _ = engine.step_keys(key, t)
-            actions = jnp.asarray(await pop.act(ids, obs, k_act), jnp.int32)
+            actions = np.empty(ids.size, np.int32)
+            rows = (lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)) if late else None  # noqa: E731
+            actions[fast] = np.asarray(await pop.act(fast, rows(fast) if late else obs, k_act))
+            if late:
+                if state["asked"] is None and t + cfg.llm_latency < cfg.steps:
+                    llm = pop.cohort("llm")
+                    state["asked"] = asyncio.ensure_future(
+                        llm.aact(slow, rows(slow), k_act, remember=False)
+                    )
+                    sim.at(float(t + cfg.llm_latency), reply, name="reply", priority=-1)
+                actions[slow] = state["held"]
+            actions = jnp.asarray(actions)
             state["world"], values, rewards = moment(state["world"], key, t, actions)
-            if rewards is not None:
-                pop.learn(ids, obs, actions, rewards, jax.random.fold_in(learn_key, t))
+            if rewards is not None:  # LLM agents with a latency learn when their reply lands
+                pop.learn(
+                    fast,
+                    rows(fast) if late else obs,
+                    actions[fast],
+                    np.asarray(rewards)[fast],
+                    jax.random.fold_in(learn_key, t),
+                )
+                state["earned"] = state["earned"] + np.asarray(rewards)[slow]
             state["last"] = self._record(
                 ctx, reps, t, {k: v[None, None] for k, v in values.items()}
             )
             if t + 1 < cfg.steps:
                 sim.at(float(t + 1), act, t + 1, name="act")
 
+        async def reply() -> None:
+            """An LLM request's reply arrives: what the last choice earned is remembered with
+            it, then the new choice, which holds from now on (memories change only here, so
+            however long the calls took, the next prompts are the same)."""
+            asked, state["asked"] = state["asked"], None
+            llm, choices = pop.cohort("llm"), type(self).actions.choices
+            llm.learn(slow, None, None, state["earned"], None)
+            state["earned"] = np.zeros(slow.size)
+            state["held"] = np.asarray(
+                await asked if inspect.isawaitable(asked) else asked, np.int32
+            )
+            llm.remember(slow, [llm.schema(choice=choices[a]) for a in state["held"].tolist()])
+
         sim.handle("act", act)
+        sim.handle("reply", reply)
         saved = ctx.checkpoints.resume(r, sim)
         if saved is None:
             state["world"] = jax.tree_util.tree_map(
@@ -343,13 +387,24 @@ class Study(Scenario):
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
             state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
+            state["held"], state["asked"], state["earned"] = (
+                saved["held"],
+                saved["asked"],
+                saved["earned"],
+            )
             pop.load_state_dict(saved["population"])
 
-        def save() -> dict[str, Any]:
+        async def save() -> dict[str, Any]:
+            """The run as data: a request in flight is saved once its reply is in."""
+            if inspect.isawaitable(state["asked"]):
+                state["asked"] = np.asarray(await state["asked"], np.int32)
             return {
                 "world": engine.leaves(state["world"]),
                 "last": state["last"],
                 "population": pop.state_dict(),
+                "held": state["held"],
+                "asked": state["asked"],
+                "earned": state["earned"],
             }
 
         ctx.checkpoints.attach(r, sim, save)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_checkpoint import SEED, _killed_in_process, _same_run
+from conftest import SEED, killed_in_process, lines_of_code, same_run
 
 import scenarios
 from scenarios.cli import main
@@ -33,17 +33,7 @@ def coins_reply(body: dict) -> str:
 
 
 def test_the_example_is_a_complete_study_in_25_lines() -> None:
-    """Lines of code: no blanks, comments or docstrings."""
-    lines, doc = [], False
-    for line in Path(STUDY.split(":")[0]).read_text().splitlines():
-        s = line.strip()
-        if s.startswith('"""'):
-            doc = not (s.endswith('"""') and len(s) > 3) and not doc
-            continue
-        if doc or not s or s.startswith("#"):
-            continue
-        lines.append(s)
-    assert len(lines) <= 25, len(lines)
+    assert lines_of_code(STUDY.split(":")[0]) <= 25
 
 
 def test_rule_agents_fused_or_as_a_cohort_give_the_same_rows() -> None:
@@ -103,12 +93,38 @@ def test_llm_agents_answer_the_study_prompt_and_resume_exactly(tmp_path: Path, m
         assert reference.summary["fallbacks"]["llm"]["fallbacks"] == 0
         assert reference.summary["fallbacks"]["llm"]["decisions"] == 2 * 2 * 6
         out = tmp_path / "run"
-        _killed_in_process(monkeypatch, STUDY, 3, out, config, **kw, replicates=2)
-        _same_run(
+        killed_in_process(monkeypatch, STUDY, 3, out, config, **kw, replicates=2)
+        same_run(
             scenarios.run(STUDY, seed=SEED, replicates=2, resume=out, config=config, **kw),
             reference,
             out,
         )
+    finally:
+        srv.stop()
+
+
+def test_llm_replies_arrive_after_their_latency_while_the_others_keep_stepping(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """With llm_latency=3 an LLM agent asked at step t acts on its reply from t + 3: over 10
+    steps its cohort is asked at steps 0, 3 and 6 (a reply due at 12 would land after the
+    run), while rule agents act at every step. A run killed with a request in flight (its
+    checkpoint waits for the reply and saves it as data) resumes to the same rows."""
+    config = {"agents": "mixed", "split": "rules:1,llm:1", "population": 8, "steps": 10}
+    srv = TestServer(reply=coins_reply, latency=0.02).start_in_thread()
+    try:
+        kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1"}
+        now = scenarios.run(STUDY, seed=SEED, write=False, **kw, **config)
+        late = scenarios.run(STUDY, seed=SEED, write=False, llm_latency=3, **kw, **config)
+        assert now.summary["fallbacks"]["llm"]["decisions"] == 4 * 10
+        assert late.summary["fallbacks"]["llm"]["decisions"] == 4 * 3
+        assert sorted(late.metrics["time"].unique()) == list(range(1, 11))
+        out = tmp_path / "run"
+        killed_in_process(monkeypatch, STUDY, 4, out, {**config, "llm_latency": 3}, **kw)
+        resumed = scenarios.run(
+            STUDY, seed=SEED, resume=out, config={**config, "llm_latency": 3}, **kw
+        )
+        same_run(resumed, late, out)
     finally:
         srv.stop()
 
@@ -123,8 +139,8 @@ def test_a_fused_run_in_checkpointed_chunks_is_the_same_run(tmp_path: Path, monk
     )
     pd.testing.assert_frame_equal(_frame(chunked), _frame(reference))
     out = tmp_path / "k"
-    _killed_in_process(monkeypatch, "schelling", 2, out, config, replicates=3)
-    _same_run(
+    killed_in_process(monkeypatch, "schelling", 2, out, config, replicates=3)
+    same_run(
         scenarios.run(
             "schelling", seed=SEED, replicates=3, resume=out, checkpoint_every=1, config=config
         ),

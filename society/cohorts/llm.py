@@ -67,7 +67,9 @@ class LLMCohort(Cohort):
         self.template = template
         self.system_prompt = system_prompt
         self.memory_size = memory_size
-        self.to_action = to_action or (lambda m: float(getattr(m, next(iter(type(m).model_fields)))))
+        self.to_action = to_action or (
+            lambda m: float(getattr(m, next(iter(type(m).model_fields))))
+        )
         self.artifacts = artifacts
         # The client merges identical requests; agents of different replicates that must
         # draw independently give different sample indices (e.g. their replicate).
@@ -89,11 +91,15 @@ class LLMCohort(Cohort):
 
     def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict[str, str]]:
         """The chat messages of one agent for one observation."""
-        system = self.system_prompt + (f"\n\nYour persona: {self.personas[pos]}" if self.personas[pos] else "")
+        system = self.system_prompt + (
+            f"\n\nYour persona: {self.personas[pos]}" if self.personas[pos] else ""
+        )
         try:
             user = self.template.format(**fields)
         except KeyError as exc:
-            raise KeyError(f"cohort '{self.name}': template needs observation field {exc}; got {sorted(fields)}") from None
+            raise KeyError(
+                f"cohort '{self.name}': template needs observation field {exc}; got {sorted(fields)}"
+            ) from None
         if self.memory[pos]:
             user += "\n\nYour recent history:\n" + "\n".join(f"- {m}" for m in self.memory[pos])
         if self.artifacts is not None:
@@ -110,7 +116,11 @@ class LLMCohort(Cohort):
         """Map the validated actions to what the world takes (default: as they are)."""
         return actions
 
-    async def aact(self, agents: np.ndarray, obs: Pytree, key: jax.Array) -> np.ndarray:
+    async def aact(
+        self, agents: np.ndarray, obs: Pytree, key: jax.Array, *, remember: bool = True
+    ) -> np.ndarray:
+        """The agents' actions; with ``remember=False`` their memories are left as they are
+        (a reply that arrives later in simulated time is remembered then: :meth:`remember`)."""
         agents = np.asarray(agents, dtype=np.int64)
         pos = self.local(agents)
         host = self.observation_fields(obs)
@@ -135,13 +145,21 @@ class LLMCohort(Cohort):
             self.failures += int(not c.ok)
             self.degenerate += int(c.degenerate is not None)
             actions[i] = self.to_action(choice)
-            self.memory[p].append(f"you chose {choice.model_dump_json()}")
+            if remember:
+                self.memory[p].append(f"you chose {choice.model_dump_json()}")
         return self.finish(actions, host)
+
+    def remember(self, agents: np.ndarray, choices: Sequence[BaseModel]) -> None:
+        """Choices enter the agents' memories (what :meth:`aact` does unless told not to)."""
+        for p, choice in zip(self.local(agents).tolist(), choices, strict=True):
+            self.memory[p].append(f"you chose {choice.model_dump_json()}")
 
     def act(self, agents: np.ndarray, obs: Pytree, key: jax.Array) -> np.ndarray:
         raise TypeError(f"cohort '{self.name}' is asynchronous: await aact() (the population does)")
 
-    def learn(self, agents: np.ndarray, obs: Pytree, actions: Any, rewards: Any, key: jax.Array) -> None:
+    def learn(
+        self, agents: np.ndarray, obs: Pytree, actions: Any, rewards: Any, key: jax.Array
+    ) -> None:
         """Outcomes enter each agent's bounded memory next to its choice."""
         for p, r in zip(self.local(agents).tolist(), np.asarray(rewards).tolist(), strict=True):
             if self.memory[p]:
