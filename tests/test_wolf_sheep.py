@@ -138,8 +138,10 @@ def test_turns_are_mesa_sequential_order_exactly() -> None:
         acting, u = rng.random(n) < 0.8, rng.random(n).astype(np.float32)
         sheep = trial < 6
         full = rng.random(30) < 0.5 if sheep else rng.integers(0, 3, 30).astype(np.int32)
-        expect = _sequential(turn, cand, ok, acting, u, full, eat_one if sheep else hunt_one)
-        got = turns(*(jnp.asarray(x) for x in (turn, cand, ok, acting, u, full)), sheep=sheep)
+        given = ok if sheep else (np.arange(5) < 4)[None]  # wolves: one row for all, as the model
+        expect = _sequential(turn, cand, ok if sheep else np.broadcast_to(given, ok.shape), acting, u,
+                             full, eat_one if sheep else hunt_one)  # fmt: skip
+        got = turns(*(jnp.asarray(x) for x in (turn, cand, given, acting, u, full)), sheep=sheep)
         to, took, left = (np.asarray(x) for x in got)
         assert (
             (to[acting] == expect[0][acting]).all()
@@ -179,6 +181,15 @@ def test_a_run_keeps_mesa_invariants() -> None:
                 assert np.isin(eaten, after["cell"][alive & ~wolf]).all()
         if not sheep:
             assert (after["grass"] == 0).all()
+    # the same world in 4096 slots steps the same, draw for draw (slot-keyed draws)
+    w = ws.WolfSheep.init(jax.random.PRNGKey(0), p)
+    small, large = w, ws.WolfSheep.grow(w, 4096, p)
+    for t in range(10):
+        small, large = step(jax.random.PRNGKey(t), small), step(jax.random.PRNGKey(t), large)
+    n = small["alive"].shape[0]
+    assert not np.asarray(large["alive"][n:]).any() and (large["grass"] == small["grass"]).all()
+    for k in ("alive", "wolf", "cell", "energy", "parent"):
+        assert (large[k][:n] == small[k]).all(), k
 
 
 def test_agrees_with_mesa_wolf_sheep() -> None:

@@ -12,6 +12,7 @@ Agents are slots of a capacity that the framework grows (``sim_core.lifecycle``)
 """
 
 import functools
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -39,19 +40,20 @@ def candidates(cell, p):
     )
 
 
-def least(turn, cell, pending, p):
+def least(turn, slot, cell, pending, p):
     """Per cell, the slot of the pending agent first in turn (then by slot) among those on
     it and its neighbours: the one that may take it next."""
-    g, n = grid(p), turn.shape[0]
+    g = grid(p)
     at = jnp.where(pending, cell, g.cells)
     first = jnp.full(g.cells, LAST).at[at].min(turn, mode="drop")
     tied = pending & (first.at[cell].get(mode="fill", fill_value=LAST) == turn)
-    slot = jnp.full(g.cells, n).at[jnp.where(tied, cell, g.cells)].min(jnp.arange(n), mode="drop")
+    least = jnp.full(g.cells, LAST).at[jnp.where(tied, cell, g.cells)].min(slot, mode="drop")
     shape, shifts = (p.width, p.height), [(0, 0), *g.offsets]
-    first, slot = first.reshape(shape), slot.reshape(shape)
+    first, least = first.reshape(shape), least.reshape(shape)
     best = functools.reduce(jnp.minimum, [jnp.roll(first, s, (0, 1)) for s in shifts])
     pick = [
-        jnp.where(jnp.roll(first, s, (0, 1)) == best, jnp.roll(slot, s, (0, 1)), n) for s in shifts
+        jnp.where(jnp.roll(first, s, (0, 1)) == best, jnp.roll(least, s, (0, 1)), LAST)
+        for s in shifts
     ]
     return functools.reduce(jnp.minimum, pick).ravel()
 
@@ -68,27 +70,32 @@ def choose(cand, pool, u):
 def take_turns(turn, cand, ok, acting, u, full, take, p):
     """Agents in ``turn`` order each move to a candidate cell (``ok``), uniformly (``u``)
     among those ``full`` if any, and ``take`` what is there: rounds in which every agent
-    first in turn at all its full candidate cells acts. Returns (cells, took, full)."""
-    slot = jnp.arange(turn.shape[0])
+    first in turn at all its full candidate cells acts. Returns (cells, took, full).
+    Once few are left, the rounds run over those alone (an eighth of the slots)."""
+    n, m = turn.shape[0], max(turn.shape[0] // 8, 1)
+    ok = jnp.broadcast_to(ok, cand.shape)
 
-    def round_(s):
+    def round_(a, s):
+        turn, slot, cand, ok, u = a
         pending, full, to, took = s
         want = ok & (full[cand] > 0)
-        go = pending & ~(want & (least(turn, cand[:, -1], pending, p)[cand] != slot[:, None])).any(
-            1
-        )
+        first = least(turn, slot, cand[:, -1], pending, p)[cand]
+        go = pending & ~(want & (first != slot[:, None])).any(1)
         new = choose(cand, jnp.where(want.any(1, keepdims=True), want, ok), u)
         eat = go & (full[new] > 0)
-        return (
-            pending & ~go,
-            take(full, jnp.where(eat, new, full.shape[0])),
-            jnp.where(go, new, to),
-            took | eat,
-        )
+        to, took = jnp.where(go, new, to), took | eat
+        return pending & ~go, take(full, jnp.where(eat, new, full.shape[0])), to, took
 
-    init = (acting, full, cand[:, -1], jnp.zeros(turn.shape, bool))
-    _, full, to, took = jax.lax.while_loop(lambda s: s[0].any(), round_, init)
-    return to, took, full
+    a = (turn, jnp.arange(n), cand, ok, u)
+    s = (acting, full, cand[:, -1], jnp.zeros(n, bool))
+    s = jax.lax.while_loop(lambda s: s[0].sum() > m, partial(round_, a), s)
+    few = jnp.nonzero(s[0], size=m, fill_value=n)[0]  # the pending, by slot
+    part = lambda x: x.at[few].get(mode="fill", fill_value=0)  # noqa: E731
+    b = tuple(map(part, a[:1])) + (few,) + tuple(map(part, a[2:]))
+    t = jax.lax.while_loop(
+        lambda t: t[0].any(), partial(round_, b), (few < n, s[1], part(s[2]), part(s[3]))
+    )
+    return s[2].at[few].set(t[2], mode="drop"), s[3].at[few].set(t[3], mode="drop"), t[1]
 
 
 def live(w, acting, to, took, gain, chance, u):
@@ -136,7 +143,7 @@ class WolfSheep(Study):
     }
 
     def capacity(p):
-        return 4 * (p.initial_sheep + p.initial_wolves) + 64
+        return 2 * (p.initial_sheep + p.initial_wolves) + 64  # grown by the framework if need be
 
     def grow(w, capacity, p):  # the grass, (width, height), is not on the agents' axis
         return {**lifecycle.grow(w, capacity), "grass": w["grass"]}
