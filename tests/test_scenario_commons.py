@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import zlib
 
 import jax.numpy as jnp
 import numpy as np
@@ -256,9 +257,10 @@ LONG = "Let us each catch the sustainable share. " * 30  # 1230 characters
 def sustainable_reply(body: dict) -> str:
     """A careful fisher: posts a (long) proposal, then catches the universalization share."""
     if "message" in commons_schema_props(body):
-        return json.dumps({"message": LONG})
+        tag = zlib.crc32(json.dumps(body["messages"]).encode()) % 1000  # its own per prompt
+        return json.dumps({"message": f"Note {tag}. {LONG}"})
     share = float(re.search(r"catches more than ([0-9.]+) tons", commons_user_text(body)).group(1))
-    return json.dumps({"reason": "keep the lake full", "catch": share})
+    return json.dumps({"reason": f"keep the lake full: {share:g} tons is my share", "catch": share})
 
 
 @pytest.fixture(scope="module")

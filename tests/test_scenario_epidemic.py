@@ -52,8 +52,11 @@ def user_text(body: dict) -> str:
 
 def careful(body: dict) -> str:
     """A rule-based LLM: stay home when ill, keep 0.5 of contacts otherwise."""
-    ill = "You have symptoms" in user_text(body)
-    return json.dumps({"reason": "ill" if ill else "careful", "contact": 0.0 if ill else 0.5})
+    text = user_text(body)
+    ill = "You have symptoms" in text
+    day = re.search(r"Day (\d+) of the outbreak", text).group(1)  # a reason of its own per day
+    reason = f"{'ill' if ill else 'careful'} on day {day}"
+    return json.dumps({"reason": reason, "contact": 0.0 if ill else 0.5})
 
 
 @pytest.fixture(scope="module")
