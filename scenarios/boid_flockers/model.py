@@ -30,7 +30,7 @@ def alignment(w, p):
     with neighbours of the mean cosine between its heading and each neighbour's)."""
     u = unit(w["direction"])
     near = space(p).neighbours(w["pos"], p.vision).astype(jnp.float32)
-    n = near.sum(1)
+    n = near @ jnp.ones(near.shape[0])
     cos = (u * (near @ u)).sum(-1) / jnp.maximum(n, 1)
     return jnp.linalg.norm(u.mean(0)), (cos * (n > 0)).sum() / jnp.maximum((n > 0).sum(), 1)
 
@@ -56,9 +56,10 @@ class BoidFlockers(Study):
             pos, direction = state
             i = order[k]
             d = sp.displacement(pos[i], pos)
-            near = (((d * d).sum(-1) <= p.vision**2) & (jnp.arange(n) != i)).astype(jnp.float32)
-            close = near * ((d * d).sum(-1) < p.separation**2)
-            count = near.sum()
+            dist2 = d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1]
+            near = ((dist2 <= p.vision**2) & (jnp.arange(n) != i)).astype(jnp.float32)
+            close = near * (dist2 < p.separation**2)
+            count = near @ jnp.ones(n)
             turn = p.cohere * (near @ d) - p.separate * (close @ d) + p.match * (near @ direction)
             heading = direction[i] + turn / jnp.maximum(count, 1)
             heading = jnp.where(count > 0, unit(heading), direction[i])
