@@ -10,7 +10,9 @@ models) happen only in ``run``.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -237,8 +239,15 @@ def _run(scenario: str, *, options: dict[str, Any], **kwargs: Any) -> Any:
     from sim_core.experiment import run_scenario
     from sim_core.progress import console_progress
 
-    with console_progress():
-        return run_scenario(scenarios.get(scenario), options=options, **kwargs)
+    try:
+        with console_progress():
+            return run_scenario(scenarios.get(scenario), options=options, **kwargs)
+    except KeyboardInterrupt:  # before its first checkpoint: summary.json says stopped
+        print(
+            "stopped early: interrupted before its first checkpoint; society resume runs it again",
+            file=sys.stderr,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 def _finish(scenario: str, result: Any, accept_degraded: bool = False) -> None:
@@ -658,8 +667,23 @@ def _report_failures(s: dict[str, Any]) -> bool:
     return s["status"] == "degraded"
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM as Ctrl-C until a run installs its own handlers
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: every user error becomes one line on stderr and exit status 2."""
+    """Entry point: every user error becomes one line on stderr and exit status 2. SIGTERM
+    is Ctrl-C while it runs (never a silent death with status 143)."""
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         try:
             rc = app(args=argv, standalone_mode=False, prog_name="society")
@@ -677,6 +701,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(1) from None
     except typer.Abort:
         _fail("aborted")
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     except typer.TyperException as exc:  # click-style usage errors (bad option, missing arg)
         fmt = getattr(exc, "format_message", None)
         _fail(" ".join((fmt() if fmt else str(exc)).split()))

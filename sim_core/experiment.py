@@ -580,6 +580,16 @@ def run_scenario(
         summary["wall_time_s"] = round(time.perf_counter() - started, 3)
         _write_summary(run_dir, summary)
         return RunResult(summary=summary, frame=recorder.frame, run_dir=run_dir)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM before the run could keep a checkpoint
+        recorder.close()
+        summary.update(
+            status="stopped",
+            interrupted=True,
+            stop_reason="interrupted before its first checkpoint; society resume runs it again",
+        )
+        summary["wall_time_s"] = round(time.perf_counter() - started, 3)
+        _write_summary(run_dir, summary)
+        raise
     except BaseException as exc:
         recorder.close()  # keep every row recorded before the failure
         summary.update(

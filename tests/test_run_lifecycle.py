@@ -411,3 +411,32 @@ def test_retries_are_counted_in_the_summary(tmp_path):
         srv.stop()
     llm = res.summary["llm"]
     assert llm["retries"] == 2 and llm["failures"] == 0 and srv.requests == 8
+
+
+class Sigterm(Scenario):
+    """A study that is sent SIGTERM before it keeps any checkpoint."""
+
+    name, Config, headline, checkpointing = "sigterm", _CountConfig, ("x",), True
+
+    def run(self, cfg, ctx):
+        import signal
+
+        signal.raise_signal(signal.SIGTERM)
+        return {"x": np.zeros(ctx.replicates)}
+
+
+def test_sigterm_before_the_first_checkpoint_is_one_line_exit_130_and_a_stopped_run(
+    tmp_path, capsys
+):
+    """Once 1 run in 9 died with exit 143, no output and summary.json left `running`."""
+    out = tmp_path / "run"
+    try:
+        code = main(["run", f"{__file__}:Sigterm", "--out", str(out)])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 130
+    said = capsys.readouterr()
+    text = said.out + said.err
+    assert "Traceback" not in text and "interrupted before its first checkpoint" in text, text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["interrupted"] is True
