@@ -80,6 +80,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "scenarios.wolf_sheep.config:WolfSheepParams",
         "scenarios.wolf_sheep.model:WolfSheep",
     ),
+    "elo-league": (
+        "scenarios.elo_league.config:EloLeagueParams",
+        "scenarios.elo_league.model:EloLeague",
+    ),
 }
 
 

@@ -1,0 +1,1 @@
+"""Elo league: population-based self-play with Elo matchmaking (Pommerman-style league)."""
