@@ -22,6 +22,16 @@ Births and deaths: a study may declare ``capacity(p)``, the agents' slots at fir
 ``alive`` mask and count in ``world["overflow"]`` the births that found no free slot
 (``sim_core.lifecycle``). A compiled run or chunk that overflowed is run again from its
 first world with twice the capacity (``grow``), so the rows do not depend on the capacity.
+
+Optional, for any study: a reporter may return an array, its rows labelled by ``axes[name]``
+(one label per trailing axis, e.g. ``("task",)``; agent reporters' axes after ``agent``, and
+their rows carry the agent's kind as ``cohort`` when ``labels`` has it); a ``record_every``
+parameter keeps the rows of every k-th step (and the last); ``due(world, p)`` is the mask
+of agents whose choice counts this step (LLM agents are asked and agents learn only then);
+``prompt`` may be a function of the parameters returning the template, ``system`` is the LLM
+agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
+action (a bool or an index; default: a choice among the ``actions``' names), and
+``features`` the observation fields learned agents see (default: all).
 """
 
 from __future__ import annotations
@@ -63,7 +73,11 @@ class Study(Scenario):
     Params: ClassVar[type] = StudyParams
     unit: ClassVar[str] = "step"
     actions: ClassVar[Discrete | None] = None
-    prompt: ClassVar[str] = ""  # LLM agents: a str.format template over one agent's observation
+    prompt: ClassVar[Any] = ""  # LLM agents: a str.format template over one agent's observation
+    system: ClassVar[str] = ""  # LLM agents' system prompt (default: the cohort's)
+    reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
+    features: ClassVar[tuple[str, ...]] = ()  # learned agents' observation fields (default: all)
+    axes: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # labels of a reporter's trailing axes
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
     checkpointing = True
@@ -95,6 +109,7 @@ class Study(Scenario):
         """The world with ``capacity`` agents' slots (more than it has, the new ones dead)."""
         return lifecycle.grow(world, capacity)
 
+    due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
 
     def horizon(self, config: Any) -> tuple[float, str]:
@@ -145,6 +160,8 @@ class Study(Scenario):
                 _COMPILED[key] = jax.jit(moment)
             elif what == "observe":
                 _COMPILED[key] = jax.jit(f["observe"])
+            elif what == "due":
+                _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
             elif what == "agents":
                 _COMPILED[key] = jax.jit(
                     jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None))
@@ -157,33 +174,66 @@ class Study(Scenario):
         return self._run_cohorts(cfg, ctx)
 
     def _record(
-        self, ctx: RunContext, reps: np.ndarray, t0: int, values: Mapping[str, Any]
+        self,
+        cfg: Any,
+        ctx: RunContext,
+        reps: np.ndarray,
+        t0: int,
+        values: Mapping[str, Any],
+        end: int | None = None,
     ) -> dict[str, np.ndarray]:
-        """Rows of reporters ``(replicates, steps)`` from step ``t0 + 1``; returns the last values."""
-        last = {}
+        """Rows of reporters ``(replicates, steps, *axes)`` from step ``t0 + 1``, those of
+        every ``record_every``-th step and the ``end`` (default ``steps``), step by step (so
+        the rows do not depend on how the run was cut in chunks); returns the last values."""
+        last, kept, every = {}, {}, getattr(cfg, "record_every", 1)
         for name, v in values.items():
-            v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1)
-            k = v.shape[1]
-            times = np.tile(np.arange(t0 + 1, t0 + k + 1, dtype=np.float64), len(reps))
-            ctx.recorder.record(times, name, v.ravel(), replicate=np.repeat(reps, k))
-            last[name] = v[:, -1]
+            v = np.asarray(v, dtype=np.float64)
+            v = v.reshape(len(reps), -1, *v.shape[2:]) if v.ndim < 3 else v
+            times = np.arange(t0 + 1, t0 + v.shape[1] + 1)
+            keep = (times % every == 0) | (times == (cfg.steps if end is None else end))
+            kept[name], last[name] = v[:, keep], v[:, -1]
+        at = times[keep] if kept else np.zeros(0)
+        for i in (range(at.size) if len(kept) > 1 else [slice(None)]) if at.size else []:
+            for name, v in kept.items():
+                self._rows(ctx, name, at[i], v[:, i], reps)
         return last
 
+    def _rows(self, ctx: RunContext, name: str, time: Any, v: Any, reps: Any, kinds=None) -> None:  # noqa: ANN001
+        """Record ``v``: (replicates, steps, *axes) with ``time`` the steps' times (one row
+        per value, step by step), else (replicates, agents, *axes) at ``time`` labelled by
+        agent and kind (``kinds``); trailing axes are labelled by the study's ``axes``."""
+        if np.ndim(time) == 0 and kinds is None:  # one step
+            v = v[:, None]
+        axes = type(self).axes.get(name, ())
+        if kinds is None:  # steps: time first, then replicates
+            v = np.swapaxes(v, 0, 1)
+            at = np.indices(v.shape).reshape(v.ndim, -1)
+            labels = {a: at[2 + i] for i, a in enumerate(axes)}
+            time, rep = np.atleast_1d(np.asarray(time, np.float64))[at[0]], at[1]
+        else:
+            at = np.indices(v.shape).reshape(v.ndim, -1)
+            labels = {a: at[2 + i] for i, a in enumerate(axes)} | {"agent": at[1]}
+            if "cohort" in self.labels:
+                labels["cohort"] = np.asarray(kinds, object)[at[0], at[1]]
+            rep = at[0]
+        ctx.recorder.record(time, name, v.ravel(), replicate=np.asarray(reps)[rep], **labels)
+
     def _finish(
-        self, cfg: Any, ctx: RunContext, reps: np.ndarray, world: Any, last: dict
+        self,
+        cfg: Any,
+        ctx: RunContext,
+        reps: np.ndarray,
+        world: Any,
+        last: dict,
+        kinds=None,  # noqa: ANN001
     ) -> dict[str, np.ndarray]:
         if type(self).agent_reporters:
             per_agent = self._compiled(cfg, "agents")(world)
             for name, v in per_agent.items():
-                v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1)
-                agent = np.tile(np.arange(v.shape[1]), len(reps))
-                ctx.recorder.record(
-                    float(cfg.steps),
-                    name,
-                    v.ravel(),
-                    replicate=np.repeat(reps, v.shape[1]),
-                    agent=agent,
-                )
+                v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1, *np.shape(v)[2:])
+                if kinds is None:  # rule agents only
+                    kinds = np.full(v.shape[:2], "rules", object)
+                self._rows(ctx, name, float(cfg.steps), v, reps, kinds)
         return {name: np.asarray(last[name]) for name in self.headline if name in last}
 
     def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
@@ -211,7 +261,7 @@ class Study(Scenario):
             world, values = self._fitted(
                 cfg, lambda cap: self._compiled(cfg, "whole", size, cap)(seed, stream, reps)
             )
-            return self._finish(cfg, ctx, reps, world, self._record(ctx, reps, 0, values))
+            return self._finish(cfg, ctx, reps, world, self._record(cfg, ctx, reps, 0, values))
         keys = ctx.rng.keys("world", reps)
         state: dict[str, Any] = {"last": {}}
         sim = Scheduler()
@@ -225,7 +275,7 @@ class Study(Scenario):
                 )
 
             state["world"], values = self._fitted(cfg, chunk)
-            state["last"] = self._record(ctx, reps, t0, values)
+            state["last"] = self._record(cfg, ctx, reps, t0, values)
             if t0 + k < cfg.steps:
                 sim.at(float(t0 + k), advance, t0 + k, name="steps")
 
@@ -287,11 +337,10 @@ class Study(Scenario):
 
         acts, f = type(self).actions, self._bound(cfg)
         obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
-        features = sorted(obs) if isinstance(obs, dict) else []
-        Choice = create_model(
-            f"{type(self).__name__}Choice",
-            choice=(Literal[acts.choices], Field(description="your choice")),
-        )
+        features = list(type(self).features) or (sorted(obs) if isinstance(obs, dict) else [])
+        Choice, to_action, answer = self._reply()
+        prompt = type(self).prompt
+        system = {"system_prompt": type(self).system} if type(self).system else {}
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
@@ -299,14 +348,28 @@ class Study(Scenario):
                 key=ctx.rng.key("learned", r),
             ),
             "llm": lambda a: LLMCohort(
-                "llm", a, client, schema=Choice, fallback=Choice(choice=acts.choices[acts.fallback]),
-                template=type(self).prompt, to_action=lambda m: acts.choices.index(m.choice),
+                "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
+                template=prompt(cfg) if callable(prompt) else prompt, **system,
             ),
         }  # fmt: skip
+
+    def _reply(self) -> tuple[Any, Any, Any]:
+        """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
+        acts, reply = type(self).actions, type(self).reply
+        if reply is None:
+            Choice = create_model(
+                f"{type(self).__name__}Choice",
+                choice=(Literal[acts.choices], Field(description="your choice")),
+            )
+            return (Choice, lambda m: acts.choices.index(m.choice),
+                    lambda a: Choice(choice=acts.choices[a]))  # fmt: skip
+        field = next(iter(reply.model_fields))
+        return reply, lambda m: int(getattr(m, field)), lambda a: reply(**{field: a})
 
     async def _cohort_replicate(
         self, cfg: Any, ctx: RunContext, r: int, client: Any
     ) -> dict[str, np.ndarray]:
+        from society.driver import budget_reached
         from society.population import build_population, kinds_of
 
         done = ctx.checkpoints.finished(r)
@@ -315,9 +378,8 @@ class Study(Scenario):
         reps = np.array([r])
         key = ctx.rng.keys("world", reps)[0]
         ids = np.arange(cfg.population)
-        pop = build_population(
-            kinds_of(cfg, ctx.rng.numpy("agents", r)), ids, self._cohorts(cfg, ctx, r, client)
-        )
+        kinds = kinds_of(cfg, ctx.rng.numpy("agents", r))
+        pop = build_population(kinds, ids, self._cohorts(cfg, ctx, r, client))
         observe, moment = self._compiled(cfg, "observe"), self._compiled(cfg, "moment")
         learn_key = ctx.rng.key("learn", r)
         state: dict[str, Any] = {"last": {}}
@@ -335,9 +397,14 @@ class Study(Scenario):
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
             obs = observe(state["world"])
             k_act, _ = engine.step_keys(key, t)
-            actions = np.empty(ids.size, np.int32)
-            rows = (lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)) if late else None  # noqa: E731
-            actions[fast] = np.asarray(await pop.act(fast, rows(fast) if late else obs, k_act))
+            actions = np.full(ids.size, type(self).actions.fallback, np.int32)
+            rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
+            due = np.ones(ids.size, bool)
+            if type(self).due is not None:  # LLM agents not due are not asked
+                due = np.asarray(self._compiled(cfg, "due")(state["world"]))
+            asked = fast[due[fast] | (kinds[fast] != "llm")]
+            whole = asked.size == ids.size
+            actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
             if late:
                 if state["asked"] is None and t + cfg.llm_latency < cfg.steps:
                     llm = pop.cohort("llm")
@@ -349,18 +416,25 @@ class Study(Scenario):
             actions = jnp.asarray(actions)
             state["world"], values, rewards = moment(state["world"], key, t, actions)
             if rewards is not None:  # LLM agents with a latency learn when their reply lands
+                learners = fast[due[fast]]
                 pop.learn(
-                    fast,
-                    rows(fast) if late else obs,
-                    actions[fast],
-                    np.asarray(rewards)[fast],
+                    learners,
+                    obs if learners.size == ids.size else rows(learners),
+                    actions[learners],
+                    np.asarray(rewards)[learners],
                     jax.random.fold_in(learn_key, t),
                 )
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
+            stop = budget_reached(client, ctx, sim) if t + 1 < cfg.steps else False
             state["last"] = self._record(
-                ctx, reps, t, {k: v[None, None] for k, v in values.items()}
+                cfg,
+                ctx,
+                reps,
+                t,
+                {k: v[None, None] for k, v in values.items()},
+                t + 1 if stop else None,
             )
-            if t + 1 < cfg.steps:
+            if t + 1 < cfg.steps and not stop:
                 sim.at(float(t + 1), act, t + 1, name="act")
 
         async def reply() -> None:
@@ -368,13 +442,13 @@ class Study(Scenario):
             it, then the new choice, which holds from now on (memories change only here, so
             however long the calls took, the next prompts are the same)."""
             asked, state["asked"] = state["asked"], None
-            llm, choices = pop.cohort("llm"), type(self).actions.choices
+            llm, answer = pop.cohort("llm"), self._reply()[2]
             llm.learn(slow, None, None, state["earned"], None)
             state["earned"] = np.zeros(slow.size)
             state["held"] = np.asarray(
                 await asked if inspect.isawaitable(asked) else asked, np.int32
             )
-            llm.remember(slow, [llm.schema(choice=choices[a]) for a in state["held"].tolist()])
+            llm.remember(slow, [answer(a) for a in state["held"].tolist()])
 
         sim.handle("act", act)
         sim.handle("reply", reply)
@@ -410,6 +484,6 @@ class Study(Scenario):
         ctx.checkpoints.attach(r, sim, save)
         await sim.arun()
         world = jax.tree_util.tree_map(lambda x: x[None], state["world"])
-        done = self._finish(cfg, ctx, reps, world, state["last"])
+        done = self._finish(cfg, ctx, reps, world, state["last"], kinds[None])
         ctx.checkpoints.finish(r, {k: v.tolist() for k, v in done.items()})
         return done

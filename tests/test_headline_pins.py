@@ -90,9 +90,10 @@ PINS = {
         "cooperation.rules": [0.0, 0.0],
         "cooperator_fraction": [0.10790948569774628, 0.1268836259841919],
     },
-    "division-of-labour": {
-        "dol_index": [0.28233956738989785, 0.2878775996618639],
-        "task_entropy": [0.5852842584213004, 0.32454155497219184],
+    "division-of-labour": {  # re-pinned: a Study on the contract (new draws, replicates
+        # learn apart); statistically equal to the old model: test_scenario_division_of_labour
+        "dol_index": [0.6291044354438782, 0.5070690512657166],
+        "task_entropy": [0.2097756266593933, 0.2579403519630432],
     },
     "donor-game": {
         "mean_resources": [33.426350131786116, 25.623520374298096],

@@ -15,18 +15,17 @@ One step, for every agent at once, from the state at the start of the step:
 5. from step ``average_from`` on, every agent doing task ``j`` adds one act to ``counts[i, j]``.
 
 Meeting one random task per step is the usual multi-task form of the model: an agent reacts
-to the stimulus it encounters. The world's own draws (task met, quitting) come from a
-per-replicate key folded with the step, the decisions from per-agent keys, so the vectorised
-rule engine and the population engine of ``model.py`` draw the same numbers.
+to the stimulus it encounters. ``model.py`` (a Study on the contract) steps with
+:func:`transition` and decides by :func:`response_probability`; its world holds the coming
+step's draws (task met, quitting, the rule's chance). :func:`offer` and
+:func:`rule_decisions` (the rule cohort's threshold strategy) are the same draws written
+per step, kept as the rules' hand-checked reference.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from sim_core.state import pytree_dataclass, static_field
 from society.cohorts.rules import BUILTINS, agent_keys
@@ -77,16 +76,6 @@ class World:
     counts: jax.Array
 
 
-def initial_world(p: Params, theta_init: float) -> World:
-    n, m = p.agents, p.tasks
-    return World(
-        task=jnp.full((n,), -1, jnp.int32),
-        theta=jnp.full((n, m), theta_init, jnp.float32),
-        s=jnp.zeros((m,), jnp.float32),
-        counts=jnp.zeros((n, m), jnp.float32),
-    )
-
-
 def response_probability(s: jax.Array, theta: jax.Array) -> jax.Array:
     """``s^2 / (s^2 + theta^2)`` (1 when both are 0), as the rule cohort computes it."""
     s = jnp.maximum(s, 0.0)
@@ -119,64 +108,9 @@ def transition(p: Params, world: World, engage: jax.Array, met: jax.Array, quit:
     return World(task=task, theta=theta, s=s, counts=counts)
 
 
-def observe(world: World) -> tuple[jax.Array, jax.Array]:
-    """Per-step outputs: stimuli (m,) and the share of agents on each task (m,)."""
-    m = world.s.shape[0]
-    share = (world.task[:, None] == jnp.arange(m)[None, :]).mean(axis=0, dtype=jnp.float32)
-    return world.s, share
-
-
 def rule_decisions(stim: jax.Array, theta: jax.Array, key: jax.Array, ids: jax.Array) -> jax.Array:
     """The rule cohort's ``threshold`` strategy over all agents, with the per-agent keys the
     population engine gives cohort 0 (``fold_in(key, 0)``, then one key per agent id)."""
     keys = agent_keys(jax.random.fold_in(key, 0), ids)
     obs = {"stimulus": stim, "threshold": theta}
     return BUILTINS["threshold"](obs, keys, {"steepness": jnp.float32(STEEPNESS)})
-
-
-@partial(jax.jit, static_argnames=("length", "trace"))
-def advance(
-    p: Params,
-    worlds: World,
-    world_keys: jax.Array,
-    agent_key: jax.Array,
-    ids: jax.Array,
-    start: jax.Array,
-    stop: jax.Array,
-    length: int,
-    trace: int,
-):
-    """Steps ``start .. start+length-1`` (those < ``stop``) of rule agents, for a batch of
-    replicates (leading axis of ``worlds``, ``world_keys`` and ``ids``). Returns the worlds and
-    per-step stimuli, task shares (R, length, m) and traced thresholds (R, length, trace, m)."""
-
-    def one(world, wkey, rid):
-        def step(w, t):
-            met, quit, stim, theta = offer(p, w, wkey, t)
-            engage = rule_decisions(stim, theta, jax.random.fold_in(agent_key, t), rid)
-            nxt = transition(p, w, engage, met, quit, t)
-            nxt = jax.tree_util.tree_map(lambda a, b: jnp.where(t < stop, a, b), nxt, w)
-            s, share = observe(nxt)
-            return nxt, (s, share, nxt.theta[:trace])
-
-        return jax.lax.scan(step, world, start + jnp.arange(length))
-
-    return jax.vmap(one)(worlds, world_keys, ids)
-
-
-# The population engine: the same step split around the agents' decisions, vmapped over
-# replicates (one compiled call each side of the cohorts' act).
-offer_batch = jax.jit(jax.vmap(offer, in_axes=(None, 0, 0, None)))
-transition_batch = jax.jit(jax.vmap(transition, in_axes=(None, 0, 0, 0, 0, None)))
-observe_batch = jax.jit(jax.vmap(observe))
-
-
-def reward(
-    stim: np.ndarray, theta: np.ndarray, engaged: np.ndarray, theta_max: float
-) -> np.ndarray:
-    """What an idle agent's decision earns (learned and LLM agents are told): taking the task
-    is worth the demand it relieves minus the agent's cost of doing it, which its threshold
-    measures, ``(s_j - theta_ij) / theta_max``; staying idle earns 0. The threshold rule is the
-    smooth version of 'take it when s_j > theta_ij', the policy that maximises this (host
-    numpy: the number of deciding agents varies, and jnp would compile once per size)."""
-    return np.where(np.asarray(engaged) > 0, (stim - theta) / theta_max, 0.0).astype(np.float32)
