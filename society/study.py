@@ -193,6 +193,17 @@ class Study(Scenario):
             keep = (times % every == 0) | (times == (cfg.steps if end is None else end))
             kept[name], last[name] = v[:, keep], v[:, -1]
         at = times[keep] if kept else np.zeros(0)
+        if kept and at.size and all(v.ndim == 2 for v in kept.values()):  # scalars: one call
+            names = np.asarray(list(kept), dtype=object)
+            values = np.stack(list(kept.values())).transpose(2, 0, 1)  # (steps, metrics, reps)
+            shape = values.shape
+            ctx.recorder.record(
+                np.broadcast_to(at.astype(np.float64)[:, None, None], shape).ravel(),
+                np.broadcast_to(names[None, :, None], shape).ravel(),
+                values.ravel(),
+                replicate=np.broadcast_to(np.asarray(reps)[None, None, :], shape).ravel(),
+            )  # rows step by step, as below: the same order however the run was cut
+            return last
         for i in (range(at.size) if len(kept) > 1 else [slice(None)]) if at.size else []:
             for name, v in kept.items():
                 self._rows(ctx, name, at[i], v[:, i], reps)
