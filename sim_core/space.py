@@ -22,13 +22,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-Neighbourhood = Literal["moore", "von_neumann"]
+Neighbourhood = Literal["moore", "von_neumann", "hex"]
 
 
 @dataclass(frozen=True)
 class Grid:
-    """A ``width`` x ``height`` orthogonal grid (Mesa's ``OrthogonalMooreGrid`` and
-    ``OrthogonalVonNeumannGrid``): ``radius`` cells around each, torus or bounded."""
+    """A ``width`` x ``height`` grid, torus or bounded, each cell's neighbourhood the cells
+    within ``radius`` steps: orthogonal (Mesa's ``OrthogonalMooreGrid`` and
+    ``OrthogonalVonNeumannGrid``) or hexagonal (Mesa's ``HexGrid``: rows of even ``y`` sit
+    half a cell right of odd rows, so a cell's six neighbours depend on its row's parity)."""
 
     width: int
     height: int
@@ -41,9 +43,14 @@ class Grid:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
                 raise ValueError(f"Grid {name} must be an integer >= 1, got {v!r}")
-        if self.neighbourhood not in ("moore", "von_neumann"):
+        if self.neighbourhood not in ("moore", "von_neumann", "hex"):
             raise ValueError(
-                f"Grid neighbourhood must be 'moore' or 'von_neumann', got {self.neighbourhood!r}"
+                "Grid neighbourhood must be 'moore', 'von_neumann' or 'hex', "
+                f"got {self.neighbourhood!r}"
+            )
+        if self.neighbourhood == "hex" and self.torus and self.height % 2:
+            raise ValueError(
+                f"a hexagonal torus needs an even height (rows alternate), got {self.height}"
             )
 
     @property
@@ -52,7 +59,11 @@ class Grid:
 
     @cached_property
     def offsets(self) -> tuple[tuple[int, int], ...]:
-        """The neighbourhood's ``(dx, dy)`` offsets, the cell itself excluded."""
+        """The neighbourhood's ``(dx, dy)`` offsets, the cell itself excluded (on a hex grid,
+        those of either row parity: :attr:`row_offsets` says which apply to which rows)."""
+        if self.neighbourhood == "hex":
+            even, odd = self.row_offsets
+            return tuple(sorted(set(even) | set(odd)))
         r = self.radius
         out = []
         for dx in range(-r, r + 1):
@@ -64,15 +75,47 @@ class Grid:
                 out.append((dx, dy))
         return tuple(out)
 
+    @cached_property
+    def row_offsets(self) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """The offsets of cells in even and in odd rows (the same on orthogonal grids). On a
+        hex grid: those within ``radius`` hex steps, by axial coordinates ``q = x - ceil(y/2)``
+        (even rows shifted right)."""
+        if self.neighbourhood != "hex":
+            return self.offsets, self.offsets
+        r = self.radius
+
+        def within(y0: int) -> tuple[tuple[int, int], ...]:
+            q0 = -((y0 + 1) // 2)
+            out = []
+            for dy in range(-r, r + 1):
+                for dx in range(-r - 1, r + 2):
+                    dq, y = dx - ((y0 + dy + 1) // 2) - q0, dy
+                    if 0 < (abs(dq) + abs(y) + abs(dq + y)) // 2 <= r:
+                        out.append((dx, dy))
+            return tuple(out)
+
+        return within(0), within(1)
+
     # -- cell arrays ----------------------------------------------------------------------
     def neighbour_sum(self, values: jax.Array) -> jax.Array:
         """Sum of ``values`` (shape ``(width, height, ...)``) over each cell's neighbours."""
         values = jnp.asarray(values)
-        if self.torus:
-            return sum(jnp.roll(values, (-dx, -dy), axis=(0, 1)) for dx, dy in self.offsets)
         r, w, h = self.radius, self.width, self.height
-        pad = jnp.pad(values, ((r, r), (r, r)) + ((0, 0),) * (values.ndim - 2))
-        return sum(pad[r + dx : r + dx + w, r + dy : r + dy + h] for dx, dy in self.offsets)
+        if self.torus:
+            shifted = lambda dx, dy: jnp.roll(values, (-dx, -dy), axis=(0, 1))  # noqa: E731
+        else:  # zeros outside the grid
+            pad = jnp.pad(values, ((r, r), (r, r)) + ((0, 0),) * (values.ndim - 2))
+            shifted = lambda dx, dy: pad[r + dx : r + dx + w, r + dy : r + dy + h]  # noqa: E731
+        even, odd = self.row_offsets
+        if even == odd:
+            return sum(shifted(dx, dy) for dx, dy in self.offsets)
+        # hex: an offset both row parities share is added everywhere, the others on their rows
+        row = (jnp.arange(h) % 2).reshape((1, -1) + (1,) * (values.ndim - 2))
+        total = 0
+        for off in self.offsets:
+            v = shifted(*off)
+            total = total + (v if off in even and off in odd else v * (row == (off in odd)))
+        return total
 
     def neighbour_count(self, occupied: jax.Array) -> jax.Array:
         """Number of occupied neighbours of each cell (``occupied``: booleans per cell)."""
@@ -94,9 +137,10 @@ class Grid:
     def random_neighbour(self, key: jax.Array, cell: jax.Array) -> jax.Array:
         """One neighbouring cell of each ``cell``, uniform over those inside the grid
         (Mesa's ``cell.neighborhood.select_random_cell()``)."""
-        off = jnp.asarray(self.offsets, jnp.int32)  # (K, 2)
+        off = jnp.asarray(self.row_offsets, jnp.int32)  # (2 row parities, K, 2)
         x, y = self.xy(cell)
-        nx, ny = x[:, None] + off[:, 0], y[:, None] + off[:, 1]
+        off = off[y % 2]
+        nx, ny = x[:, None] + off[..., 0], y[:, None] + off[..., 1]
         if self.torus:
             ok = jnp.ones(nx.shape, bool)
             nx, ny = nx % self.width, ny % self.height

@@ -52,6 +52,43 @@ def test_random_neighbour_is_uniform_over_the_cells_inside() -> None:
     np.testing.assert_allclose(shares[[1, 4, 5]], 1 / 3, atol=0.02)
 
 
+def _mesa_hex_neighbours(width: int, height: int, torus: bool, radius: int) -> list[set[int]]:
+    """Each cell's neighbourhood in Mesa's own ``HexGrid`` (as flat ids ``x * height + y``)."""
+    from mesa.discrete_space import HexGrid
+
+    grid = HexGrid((width, height), torus=torus, random=__import__("random").Random(0))
+    out = [set() for _ in range(width * height)]
+    for cell in grid.all_cells:
+        x, y = cell.coordinate
+        hood = cell.get_neighborhood(radius=radius)
+        out[x * height + y] = {c.coordinate[0] * height + c.coordinate[1] for c in hood}
+    return out
+
+
+@pytest.mark.parametrize("torus", [False, True])
+@pytest.mark.parametrize("radius", [1, 2, 3])
+def test_hex_neighbourhoods_are_mesas(torus: bool, radius: int) -> None:
+    """A hex grid's neighbourhood sums and random neighbours cover exactly the cells Mesa's
+    ``HexGrid`` connects within ``radius`` steps (its row-parity offsets, bounded or torus)."""
+    w, h = 7, 6
+    grid = Grid(w, h, torus=torus, neighbourhood="hex", radius=radius)
+    mesa = _mesa_hex_neighbours(w, h, torus, radius)
+    # one-hot values: the sum at each cell says which cells are its neighbours
+    sums = np.asarray(grid.neighbour_sum(np.eye(w * h, dtype=np.int32).reshape(w, h, -1)))
+    ours = [set(np.flatnonzero(sums[c // h, c % h])) for c in range(w * h)]
+    assert ours == mesa
+    cells = np.repeat(np.arange(w * h, dtype=np.int32), 200)
+    drawn = np.asarray(jax.jit(grid.random_neighbour)(jax.random.key(radius), jnp.asarray(cells)))
+    assert all(set(drawn[cells == c]) <= mesa[c] for c in range(w * h))
+    if torus and h > 2 * radius:  # every cell has all 3r(r+1) where the torus does not fold
+        assert {len(n) for n in mesa} == {3 * radius * (radius + 1)}
+
+
+def test_hex_torus_needs_an_even_height() -> None:
+    with pytest.raises(ValueError, match="even height"):
+        Grid(6, 5, torus=True, neighbourhood="hex")
+
+
 def _sequential_law(cell: list[int], moving: list[bool], cells: int) -> dict[tuple, float]:
     """The exact distribution of final cells when movers, in a uniformly random order,
     each move to a uniformly chosen empty cell (enumerated)."""
