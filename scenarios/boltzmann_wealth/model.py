@@ -6,42 +6,13 @@ are the earlier agents whose new cell is i's and the later ones whose old cell i
 gives if it started with wealth or received from an earlier giver (a fixed point).
 """
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 
 from scenarios.boltzmann_wealth.config import BoltzmannWealthParams
-from sim_core.space import Grid
+from sim_core.space import Grid, random_cellmate, shuffle
 from society.metrics import gini_jax
 from society.study import Study
-
-
-def grid(p):
-    return Grid(p.width, p.height)  # Mesa's OrthogonalMooreGrid: bounded, radius 1
-
-
-def shuffle(key, n):
-    """A uniformly random order of ``n`` agents and each agent's turn in it: an integer sort
-    (XLA's CPU sorts of floats cost about 10x those of int32), ties broken by id."""
-    order = jnp.sort(jax.random.randint(key, (n,), 0, (2**31 - 1) // n) * n + jnp.arange(n)) % n
-    return order, jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-
-
-def cellmate(key, order, turn, new, old, n):
-    """A random agent sharing agent i's cell at its turn (-1: none): earlier agents by
-    their ``new`` cell, later ones by their ``old`` cell (keys cell * n + turn, sorted)."""
-    sa, sb = jnp.sort(new * n + turn), jnp.sort(old * n + turn)
-    find = partial(jnp.searchsorted, method="compare_all" if n <= 2048 else "scan")  # measured
-    lo_a = find(sa, new * n)
-    before = find(sa, new * n + turn) - lo_a
-    lo_b = find(sb, new * n + turn + 1)
-    after = find(sb, new * n + n) - lo_b
-    u = (jax.random.uniform(key, new.shape) * (before + after)).astype(jnp.int32)
-    at = jnp.where(
-        u < before, sa[jnp.clip(lo_a + u, 0, n - 1)], sb[jnp.clip(lo_b + u - before, 0, n - 1)]
-    )
-    return jnp.where(before + after > 0, order[at % n], -1)
 
 
 def givers(wealth, target, turn, n):
@@ -70,10 +41,9 @@ class BoltzmannWealth(Study):
     def step(key, w, actions, p):
         k_order, k_move, k_pick = jax.random.split(key, 3)
         order, turn = shuffle(k_order, p.n)
-        new = grid(p).random_neighbour(k_move, w["cell"])
-        target = cellmate(
-            k_pick, order, turn, new, w["cell"] if p.order == "sequential" else new, p.n
-        )
+        new = Grid(p.width, p.height).random_neighbour(k_move, w["cell"])  # Mesa's: Moore
+        old = w["cell"] if p.order == "sequential" else new
+        target = random_cellmate(k_pick, order, turn, new, old)
         give = givers(w["wealth"], target, turn, p.n)
         got = jnp.zeros(p.n, jnp.int32).at[jnp.where(give, target, p.n)].add(1, mode="drop")
         return {"cell": new, "wealth": w["wealth"] - give + got}, None
