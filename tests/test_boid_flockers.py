@@ -12,7 +12,7 @@ import pytest
 import scenarios
 from scenarios.boid_flockers.config import BoidFlockersParams
 from scenarios.boid_flockers.model import BoidFlockers
-from sim_core.space import Continuous
+from sim_core.space import Continuous, shuffle
 
 SMALL = {
     "population_size": 200,
@@ -99,7 +99,7 @@ def test_a_step_is_mesas_sequential_update() -> None:
     pos, direction = np.asarray(w["pos"], np.float64), np.asarray(w["direction"], np.float64)
     for t in range(5):
         key = jax.random.key(100 + t)
-        order = np.argsort(np.asarray(jax.random.uniform(key, (p.population_size,))))
+        order = np.asarray(shuffle(key, p.population_size)[0])
         pos, direction = sequential_step(pos, direction, order, p)
         w, _ = step(key, w)
         np.testing.assert_allclose(w["direction"], direction, atol=1e-4)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from scenarios.boid_flockers.config import BoidFlockersParams
-from sim_core.space import Continuous
+from sim_core.space import Continuous, shuffle
 from society.study import Study
 
 
@@ -50,7 +50,7 @@ class BoidFlockers(Study):
 
     def step(key, w, actions, p):
         n, sp = p.population_size, space(p)
-        order = jnp.argsort(jax.random.uniform(key, (n,)))  # boids move in this order
+        order, _ = shuffle(key, n)  # boids move in this order
 
         def boid(k, state):  # Mesa's Boid.step for the k-th boid to move
             pos, direction = state
