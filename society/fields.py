@@ -52,7 +52,25 @@ def _check_graph(name: str) -> str:
     return name
 
 
+def parse_every(spec: str | None) -> dict[str, int]:
+    """``"llm:5,learned:2"`` -> ``{"llm": 5, "learned": 2}``: steps between each kind's
+    decisions (a kind not named decides every step)."""
+    if spec is None:
+        return {}
+    every = parse_weights(spec, ("rules", "learned", "llm"), "act_every")
+    for kind, k in every.items():
+        if k != int(k) or k < 1:
+            raise ValueError(f"act_every: steps of {kind!r} must be an integer >= 1, got {k:g}")
+    return {kind: int(k) for kind, k in every.items()}
+
+
+def _check_every(spec: str) -> str:
+    parse_every(spec)
+    return spec
+
+
 Split = Annotated[str, AfterValidator(_check_split)]
+Every = Annotated[str, AfterValidator(_check_every)]
 Graph = Annotated[str, AfterValidator(_check_graph)]
 
 
@@ -194,4 +212,9 @@ class StudyParams(SharedConfig, StepFields):
         le=10**6,
         description="LLM agents: steps from a request to its reply; meanwhile they keep their "
         "last choice and every other agent keeps stepping (0: replies within the step)",
+    )
+    act_every: Every | None = Field(
+        None,
+        description="steps between each kind's decisions, e.g. 'llm:5,learned:2' (a kind not "
+        "named decides every step); between decisions its agents keep their last choice",
     )

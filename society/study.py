@@ -55,7 +55,7 @@ from sim_core.experiment import RunContext, Scenario
 from sim_core.rng import tag
 from sim_core.scheduler import Scheduler
 from sim_core.study import Discrete, Reporter
-from society.fields import ModelParams, StudyParams
+from society.fields import ModelParams, StudyParams, parse_every
 
 __all__ = ["Discrete", "ModelParams", "Study", "StudyParams"]
 
@@ -169,7 +169,8 @@ class Study(Scenario):
         return _COMPILED[key]
 
     def run(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
-        if type(self).actions is None or cfg.agents == "rules":
+        slow_rules = parse_every(getattr(cfg, "act_every", None)).get("rules", 1) > 1
+        if type(self).actions is None or (cfg.agents == "rules" and not slow_rules):
             return self._run_fused(cfg, ctx)
         return self._run_cohorts(cfg, ctx)
 
@@ -403,6 +404,9 @@ class Study(Scenario):
         state["held"] = np.full(slow.size, type(self).actions.fallback if late else 0, np.int32)
         state["asked"] = None  # the request in flight: a task, or its reply restored as data
         state["earned"] = np.zeros(slow.size)  # LLM agents' rewards while their choice held
+        # act_every: a kind decides every K steps and holds its last choice in between
+        every = parse_every(getattr(cfg, "act_every", None))
+        state["choice"] = np.full(ids.size, type(self).actions.fallback, np.int32)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
@@ -413,7 +417,11 @@ class Study(Scenario):
             due = np.ones(ids.size, bool)
             if type(self).due is not None:  # LLM agents not due are not asked
                 due = np.asarray(self._compiled(cfg, "due")(state["world"]))
-            asked = fast[due[fast] | (kinds[fast] != "llm")]
+            idle = np.zeros(ids.size, bool)
+            for kind, k in every.items():
+                idle |= (kinds == kind) & (t % k != 0)
+            actions[idle] = state["choice"][idle]
+            asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
             whole = asked.size == ids.size
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
             if late:
@@ -424,10 +432,11 @@ class Study(Scenario):
                     )
                     sim.at(float(t + cfg.llm_latency), reply, name="reply", priority=-1)
                 actions[slow] = state["held"]
+            state["choice"] = actions.copy()
             actions = jnp.asarray(actions)
             state["world"], values, rewards = moment(state["world"], key, t, actions)
             if rewards is not None:  # LLM agents with a latency learn when their reply lands
-                learners = fast[due[fast]]
+                learners = fast[due[fast] & ~idle[fast]]
                 pop.learn(
                     learners,
                     obs if learners.size == ids.size else rows(learners),
@@ -477,6 +486,7 @@ class Study(Scenario):
                 saved["asked"],
                 saved["earned"],
             )
+            state["choice"] = saved.get("choice", state["choice"])
             pop.load_state_dict(saved["population"])
 
         async def save() -> dict[str, Any]:
@@ -490,6 +500,7 @@ class Study(Scenario):
                 "held": state["held"],
                 "asked": state["asked"],
                 "earned": state["earned"],
+                "choice": state["choice"],
             }
 
         ctx.checkpoints.attach(r, sim, save)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,6 +18,7 @@ from scenarios.cli import main
 from sim_core.errors import ConfigError
 from society.cohorts import LearnedCohort, RuleCohort
 from society.llm.testserver import TestServer
+from society.study import Discrete, Study
 
 STUDY = "examples/boltzmann_study.py:Boltzmann"
 SMALL = {"population": 40, "steps": 12}
@@ -192,3 +195,35 @@ def test_a_study_runs_through_the_cli(tmp_path: Path, capsys) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["scenario"] == "boltzmann"
     assert np.isfinite(summary["metrics"]["gini"]["mean"])
+
+
+class Alternator(Study):
+    """Agents choose b on odd steps (rules), so held choices show in the share choosing b."""
+
+    actions = Discrete(("a", "b"), rule=lambda o, p: o["t"] % 2 == 1)
+    reporters = {"b": lambda w, out: out.mean()}
+
+    def init(key, p):
+        return jnp.int32(0)
+
+    def observe(w, p):
+        return {"t": jnp.full(p.population, w, jnp.float32)}
+
+    def step(key, w, act, p):
+        return w + 1, act.astype(jnp.float32)
+
+
+def test_each_kind_decides_at_its_own_rate_and_holds_its_choice(monkeypatch) -> None:
+    """act_every: rule agents deciding every 3 steps hold the choice made at t=0, 3, 6
+    (a, b, a); learned agents deciding every 2 steps are one call at t=0, 2, 4, 6."""
+    b = lambda r: r.metrics.query("metric == 'b'").sort_values("time")["value"].tolist()  # noqa: E731
+    run = partial(scenarios.run, Alternator, seed=1, write=False, population=6, steps=7)
+    assert b(run()) == [0, 1, 0, 1, 0, 1, 0]
+    assert b(run(act_every="rules:3")) == [0, 0, 0, 1, 1, 1, 0]
+    calls: list[int] = []
+    act = LearnedCohort.act
+    monkeypatch.setattr(LearnedCohort, "act", lambda s, *a: calls.append(len(a[0])) or act(s, *a))
+    run(agents="mixed", split="rules:1,learned:1", act_every="learned:2")
+    assert calls == [3] * 4
+    with pytest.raises(ConfigError, match="act_every: steps of 'llm' must be an integer >= 1"):
+        run(act_every="llm:0.5")
