@@ -50,7 +50,10 @@ class Discrete:
             raise ValueError("this study's actions have no rule: rule agents cannot play it")
         rule = self.rule
         one = jax.vmap(lambda o: jnp.asarray(rule(o, p)).astype(jnp.int32))
-        none = jax.vmap(lambda o: jnp.asarray(rule(o, p)).astype(jnp.int32), axis_size=p.population)
+        none = jax.vmap(
+            lambda o: jnp.asarray(rule(o, p)).astype(jnp.int32),
+            axis_size=getattr(p, "population", 1),
+        )
         return lambda obs: one(obs) if jax.tree_util.tree_leaves(obs) else none(obs)
 
 

@@ -137,8 +137,8 @@ MAX_POPULATION = 10**9
 hundreds of GiB (sim_core.experiment checks the memory estimate against the machine)."""
 
 
-class PopulationFields(StudyConfig):
-    """Who the agents are and how many."""
+class KindFields(StudyConfig):
+    """Who the agents are."""
 
     agents: Kind = Field(
         "rules", description="kind of agent: rules, learned, llm, or mixed (see split)"
@@ -148,6 +148,17 @@ class PopulationFields(StudyConfig):
         description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
         "(counts by largest remainder); ignored otherwise",
     )
+
+    @model_validator(mode="after")
+    def _mixed_needs_split(self) -> KindFields:
+        if self.agents == "mixed" and self.split is None:
+            raise ValueError("agents=mixed needs a split, e.g. 'rules:8,learned:1,llm:1'")
+        return self
+
+
+class PopulationFields(KindFields):
+    """Who the agents are and how many."""
+
     population: int = Field(100, ge=2, description="number of agents N")
 
     @field_validator("population", check_fields=False)
@@ -158,12 +169,6 @@ class PopulationFields(StudyConfig):
         if isinstance(value, int) and value > MAX_POPULATION:
             raise ValueError(f"must be at most {MAX_POPULATION:,} agents")
         return value
-
-    @model_validator(mode="after")
-    def _mixed_needs_split(self) -> PopulationFields:
-        if self.agents == "mixed" and self.split is None:
-            raise ValueError("agents=mixed needs a split, e.g. 'rules:8,learned:1,llm:1'")
-        return self
 
 
 class LearningFields(StudyConfig):
@@ -203,8 +208,8 @@ class ModelParams(StepFields):
     """Base of a model's parameters whose agents follow the model's own rules (Mesa-style)."""
 
 
-class StudyParams(SharedConfig, StepFields):
-    """Base of a study's parameters whose agents are rules, learned or LLM (``agents``)."""
+class ChoiceFields(StudyConfig):
+    """When agents of each kind decide."""
 
     llm_latency: int = Field(
         0,
@@ -218,3 +223,12 @@ class StudyParams(SharedConfig, StepFields):
         description="steps between each kind's decisions, e.g. 'llm:5,learned:2' (a kind not "
         "named decides every step); between decisions its agents keep their last choice",
     )
+
+
+class StudyParams(SharedConfig, StepFields, ChoiceFields):
+    """Base of a study's parameters whose agents are rules, learned or LLM (``agents``)."""
+
+
+class ModelAgentsParams(ModelParams, LLMFields, LearningFields, KindFields, ChoiceFields):
+    """Base of a model's parameters (its own names, as Mesa's; its size sets the number of
+    agents: the world's agent axis) whose agents may also be rules, learned or LLM."""

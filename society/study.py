@@ -55,9 +55,9 @@ from sim_core.experiment import RunContext, Scenario
 from sim_core.rng import tag
 from sim_core.scheduler import Scheduler
 from sim_core.study import Discrete, Reporter
-from society.fields import ModelParams, StudyParams, parse_every
+from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_every
 
-__all__ = ["Discrete", "ModelParams", "Study", "StudyParams"]
+__all__ = ["Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
 
 _COMPILED: dict[tuple, Any] = {}  # (study, params, what) -> compiled function
 _CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
@@ -328,7 +328,7 @@ class Study(Scenario):
         from society.driver import drive
         from society.population import uses_llm
 
-        if uses_llm(cfg) and not type(self).prompt:
+        if uses_llm(cfg, self._agents(cfg, ctx)) and not type(self).prompt:
             raise ConfigError(
                 f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)"
             )
@@ -340,9 +340,17 @@ class Study(Scenario):
             cfg,
             ctx,
             batch,
-            llm=uses_llm(cfg),
+            llm=uses_llm(cfg, self._agents(cfg, ctx)),
             batches=[np.array([r]) for r in range(ctx.replicates)],
         )
+
+    def _agents(self, cfg: Any, ctx: RunContext) -> int:
+        """How many agents choose: the observation's agent axis (a model's size sets it),
+        else ``population``."""
+        f = self._bound(cfg)
+        obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", 0)))
+        leaves = jax.tree_util.tree_leaves(obs)
+        return leaves[0].shape[0] if leaves else cfg.population
 
     def _cohorts(self, cfg: Any, ctx: RunContext, r: int, client: Any) -> dict[str, Any]:
         from society.cohorts import LearnedCohort, LLMCohort, RuleCohort
@@ -389,8 +397,8 @@ class Study(Scenario):
             return {k: np.asarray(v) for k, v in done.items()}
         reps = np.array([r])
         key = ctx.rng.keys("world", reps)[0]
-        ids = np.arange(cfg.population)
-        kinds = kinds_of(cfg, ctx.rng.numpy("agents", r))
+        ids = np.arange(self._agents(cfg, ctx))
+        kinds = kinds_of(cfg, ctx.rng.numpy("agents", r), ids.size)
         pop = build_population(kinds, ids, self._cohorts(cfg, ctx, r, client))
         observe, moment = self._compiled(cfg, "observe"), self._compiled(cfg, "moment")
         learn_key = ctx.rng.key("learn", r)

@@ -11,6 +11,7 @@ from society.fields import (
     SHARED_MIXINS,
     LearningFields,
     LLMFields,
+    ModelAgentsParams,
     ModelParams,
     PopulationFields,
 )
@@ -23,6 +24,9 @@ SHARED = {
 @pytest.mark.parametrize("name", scenarios.names())
 def test_every_config_inherits_the_shared_fields(name):
     cls = scenarios.config_class(name)
+    if issubclass(cls, ModelAgentsParams):  # a model's size sets the number of agents
+        assert SHARED - set(cls.model_fields) == {"population"} and "steps" in cls.model_fields
+        return
     if issubclass(cls, ModelParams):  # a model whose agents follow its own rules (Mesa's)
         assert "steps" in cls.model_fields and not SHARED & set(cls.model_fields)
         return

@@ -2,10 +2,10 @@
 
 from pydantic import Field
 
-from society.fields import ModelParams
+from society.fields import ModelAgentsParams
 
 
-class SchellingParams(ModelParams):
+class SchellingParams(ModelAgentsParams):
     """Schelling segregation (Mesa's benchmark): unhappy agents move to random empty cells."""
 
     width: int = Field(20, ge=1, le=10**4, description="grid width")

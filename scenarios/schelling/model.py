@@ -1,12 +1,15 @@
 """Mesa's Schelling: each unhappy agent, in a shuffled order, moves to a random empty cell;
-then every agent is happy when at least ``homophily`` of its neighbours are of its type."""
+then every agent is happy when at least ``homophily`` of its neighbours are of its type.
+
+Each agent chooses to stay or move: rule agents by Mesa's rule (move when unhappy), learned
+agents rewarded for being happy, LLM agents told their neighbours and their preference."""
 
 import jax
 import jax.numpy as jnp
 
 from scenarios.schelling.config import SchellingParams
 from sim_core.space import Grid
-from society.study import Study
+from society.study import Discrete, Study
 
 
 def grid(p):
@@ -23,7 +26,8 @@ def assess(w, p):
     c = jnp.minimum(cell, g.cells - 1)
     same = jnp.where(w["kind"] == 1, near_minority[c], near[c] - near_minority[c])
     similar = jnp.where(near[c] > 0, same / jnp.maximum(near[c], 1), 0.0)
-    return {**w, "similar": similar, "happy": w["alive"] & (similar >= p.homophily)}
+    return {**w, "neighbours": near[c], "same": same, "similar": similar,
+            "happy": w["alive"] & (similar >= p.homophily)}  # fmt: skip
 
 
 def share(x, w):
@@ -38,6 +42,22 @@ class Schelling(Study):
         "population": lambda w, out: w["alive"].sum(),
     }
     headline = ("happy_fraction", "similar_fraction")
+    actions = Discrete(("stay", "move"), rule=lambda o, p: ~o["happy"])
+    features = ("similar", "happy")  # learned agents' view
+    prompt = lambda p: (  # noqa: E731
+        "You live on a street grid. Of your {neighbours:.0f} neighbours, {same:.0f} belong to your "
+        f"group. You are content when at least {p.homophily:.0%} of your neighbours do. Answer "
+        "stay to keep your home or move to go to a random empty home."
+    )
+
+    def due(w, p):  # empty cells hold no agent
+        return w["alive"]
+
+    def reward(w, out, p):
+        return w["happy"].astype(jnp.float32)
+
+    def observe(w, p):
+        return {k: w[k] for k in ("neighbours", "same", "similar", "happy")}
 
     def init(key, p):
         k_live, k_kind = jax.random.split(key)
@@ -47,5 +67,5 @@ class Schelling(Study):
         return assess({"cell": jnp.arange(cells), "alive": alive, "kind": kind}, p)
 
     def step(key, w, actions, p):
-        cell = grid(p).move_to_empty(key, w["cell"], ~w["happy"], w["alive"])
+        cell = grid(p).move_to_empty(key, w["cell"], actions == 1, w["alive"])
         return assess({**w, "cell": cell}, p), None
