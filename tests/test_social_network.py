@@ -115,12 +115,14 @@ def reader(body: dict) -> str:
 
 
 def test_llm_agents_read_the_feed_and_act_on_it() -> None:
-    """Four readers: all post on an empty feed, then each likes one of the others' posts and
-    has nothing new to read, so they post again: 4, 0, 4, 0 posts."""
+    """Four readers visiting every step: all post on an empty feed, then each likes one of
+    the others' posts and has nothing new to read, so they post again: 4, 0, 4, 0 posts."""
     srv = TestServer(reply=reader).start_in_thread()
     try:
         kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1", "write": False}
-        r = scenarios.run("social-network", seed=2, population=4, steps=4, agents="llm", **kw)
+        r = scenarios.run(
+            "social-network", seed=2, population=4, steps=4, agents="llm", activity=1, **kw
+        )
         assert r.summary["status"] == "completed", r.summary
         assert r.summary["fallbacks"]["llm"] == {
             **r.summary["fallbacks"]["llm"],
@@ -129,6 +131,17 @@ def test_llm_agents_read_the_feed_and_act_on_it() -> None:
         }
         posts = r.metrics[r.metrics.metric == "posts"].sort_values("time").value.to_numpy()
         assert list(posts) == [4, 0, 4, 0]
+    finally:
+        srv.stop()
+
+
+def test_llm_agents_are_asked_only_when_they_visit() -> None:
+    srv = TestServer(reply=reader).start_in_thread()
+    try:
+        kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1", "write": False}
+        r = scenarios.run("social-network", seed=2, population=20, steps=3, agents="llm", **kw)
+        asked = r.summary["fallbacks"]["llm"]["decisions"]
+        assert r.summary["fallbacks"]["llm"]["fallbacks"] == 0 and 15 <= asked <= 45  # half of 60
     finally:
         srv.stop()
 

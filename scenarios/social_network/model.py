@@ -9,8 +9,8 @@ of its latest post. The recommender ranks, per agent, the latest posts of its fo
 top ``FEED`` by ``recency`` (newest), ``popularity`` ((likes + 1) / (age + 2)^1.5, Hacker
 News' gravity) or ``interest`` (on the reader's topic, then newest): O(agents * candidates).
 
-A step: each agent visits its feed with chance ``activity`` (and whenever it acts) and reads
-one of its posts at random; a rule agent likes it with chance ``like_rate * m * a * (1 + herding * log(1 +
+A step: each agent visits its feed with chance ``activity`` (LLM agents are asked only then;
+any agent that acts has visited) and reads one of its posts at random; a rule agent likes it with chance ``like_rate * m * a * (1 + herding * log(1 +
 likes))`` (m: 1 on its topic, ``off_topic`` off it; a = 1 - |stance gap| / 2), else replies
 (``reply_rate * m``), else follows its author (``follow_rate * m * a``), else posts on its
 interest (``post_rate``). LLM and learned agents choose among the same actions from the same
@@ -94,7 +94,9 @@ def herd_effect(w, out):
 def diversity(w, out):
     """Entropy of the topics of the step's new posts, over log(topics) (NaN: none written)."""
     q = out["topics"] / out["topics"].sum()
-    return -jnp.sum(jnp.where(q > 0, q * jnp.log(jnp.where(q > 0, q, 1.0)), 0.0)) / jnp.log(q.size)
+    return (0.0 - jnp.sum(jnp.where(q > 0, q * jnp.log(jnp.where(q > 0, q, 1.0)), 0.0))) / jnp.log(
+        q.size
+    )
 
 
 def cross(w, out):
@@ -161,6 +163,9 @@ class SocialNetwork(Study):
         slots = {f"{f}{i}": v[:, i - 1].astype(jnp.float32) for f, v in cols.items() for i in SLOTS}
         return {**slots, "interest": w["interest"].astype(jnp.float32), "stance": w["stance"],
                 **{f"u{i}": w["u"][:, i] for i in range(3)}}  # fmt: skip
+
+    def due(w, p):
+        return w["u"][:, 0] < p.activity  # LLM agents are asked when they visit their feed
 
     def step(key, w, act, p):
         n, cap, ar = p.population, w["serial"].size, jnp.arange(p.population)
