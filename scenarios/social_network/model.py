@@ -5,13 +5,15 @@ reply depth, likes, author's stance, time, treated); post ``s`` (a serial number
 slot ``s % capacity`` until overwritten. Each agent has an interest (a topic), a stance in
 [-1, 1], a follow list of ``FOLLOWS`` slots (the oldest replaced when full) and the serial
 of its latest post. The recommender ranks, per agent, the latest posts of its followees and
-``candidates`` random posts, all written since its last visit (never its own), and keeps the
-top ``FEED`` by ``recency`` (newest), ``popularity`` ((likes + 1) / (age + 2)^1.5, Hacker
-News' gravity) or ``interest`` (on the reader's topic, then newest): O(agents * candidates).
+``candidates`` random posts (one per equal stratum), all written since its last visit (never
+its own), and keeps the top ``FEED`` by ``recency`` (newest), ``popularity`` ((likes + 1) /
+(age + 2)^1.5, Hacker News' gravity) or ``interest`` (on the reader's topic, then newest):
+O(agents * (FOLLOWS + candidates)^2) compares, no sort, never over all posts.
 
 A step: each agent visits its feed with chance ``activity`` (LLM agents are asked only then;
-any agent that acts has visited) and reads one of its posts at random; a rule agent likes it with chance ``like_rate * m * a * (1 + herding * log(1 +
-likes))`` (m: 1 on its topic, ``off_topic`` off it; a = 1 - |stance gap| / 2), else replies
+any agent that acts has visited) and reads one of its posts at random; a rule agent likes it
+with chance ``like_rate * m * a * (1 + herding * log(1 + likes))`` (m: 1 on its topic,
+``off_topic`` off it; a = 1 - |stance gap| / 2), else replies
 (``reply_rate * m``), else follows its author (``follow_rate * m * a``), else posts on its
 interest (``post_rate``). LLM and learned agents choose among the same actions from the same
 feed. A like pulls the liker's stance ``influence`` of the way to the post's, and with chance
