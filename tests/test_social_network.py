@@ -9,11 +9,11 @@ minus 1, at the last step; the herding term's weight (``herding``) is calibrated
 (200 seeds, half the posts treated: 0.227 +- 0.007 at 0.34, 0.253 +- 0.008 at 0.37, the
 default), not fitted per run.
 
-Tolerance: over 30 seeds, with half the new posts treated (the per-post effect does not
-depend on the share treated under the recency feed: 0.260 +- 0.010 over 200 seeds at the
-default share 0.1; the comparison's noise shrinks),
-the standard error of our mean is 0.02 (the spread over 200 seeds / sqrt(30)), so we allow
-0.06 (over three standard errors) around 0.25, and around 0 with the herding term off.
+Tolerance: over 30 seeds with half the new posts treated (under the recency feed the
+per-post effect does not depend on the share treated: 0.260 +- 0.010 over 200 seeds at the
+default share 0.1, while the comparison's noise shrinks), the standard error of our mean is
+0.02 (the spread over 200 seeds / sqrt(30)), so we allow 0.06 (three standard errors) around
+0.25, and around 0 with the herding term off.
 """
 
 from __future__ import annotations
