@@ -84,6 +84,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
         "scenarios.elo_league.config:EloLeagueParams",
         "scenarios.elo_league.model:EloLeague",
     ),
+    "social-network": (
+        "scenarios.social_network.config:SocialNetworkParams",
+        "scenarios.social_network.model:SocialNetwork",
+    ),
 }
 
 

@@ -1,0 +1,1 @@
+"""Social network: posts, likes, replies and follows on a growing graph, fed by a recommender."""

@@ -1,0 +1,35 @@
+"""Parameters of social-network (defaults: the herding calibrated to Muchnik et al. 2013)."""
+
+from typing import Literal
+
+from pydantic import Field
+
+from society.fields import StudyParams
+
+
+class SocialNetworkParams(StudyParams):
+    """An agent social network: agents post, reply, like and follow, each reading a feed of
+    five posts chosen by a recommender; some new posts get one artificial like (Muchnik et al.
+    2013's treatment) to measure herding."""
+
+    # fmt: off
+    population: int = Field(1000, ge=2, le=10**8, description="agents")
+    steps: int = Field(60, ge=1, le=10**6, description="steps (an agent visits its feed once a step)")
+    recommender: Literal["recency", "popularity", "interest"] = Field(
+        "recency", description="feed order: newest, most liked per age, or nearest the reader's interest"
+    )
+    topics: int = Field(8, ge=2, le=1000, description="topics a post can be on")
+    candidates: int = Field(12, ge=1, le=1000, description="random new posts the recommender ranks per agent")
+    activity: float = Field(0.5, ge=0, le=1, description="chance that an agent visits its feed in a step")
+    like_rate: float = Field(0.3, ge=0, le=1, description="chance of liking the post read, if on topic and agreed")
+    herding: float = Field(0.37, ge=0, le=10, description="like chance x (1 + herding * log(1 + likes))")
+    reply_rate: float = Field(0.1, ge=0, le=1, description="chance of replying to the post read, if on topic")
+    follow_rate: float = Field(0.05, ge=0, le=1, description="chance of following the read post's author")
+    post_rate: float = Field(0.1, ge=0, le=1, description="chance of a new post on one's interest otherwise")
+    off_topic: float = Field(0.3, ge=0, le=1, description="appeal of a post off the reader's interest")
+    drift: float = Field(0.05, ge=0, le=1, description="chance that a like moves one's interest to its topic")
+    influence: float = Field(0.1, ge=0, le=1, description="stance moved towards a liked post, away from a disputed one")
+    tolerance: float = Field(1.0, ge=0, le=2, description="stance gap beyond which a reply disputes")
+    treatment: float = Field(0.1, ge=0, le=1, description="share of new posts given one like at creation")
+    posts_per_agent: float = Field(2.0, ge=1, le=100, description="posts kept (ring buffer) per agent")
+    # fmt: on
