@@ -57,6 +57,29 @@ class Discrete:
         return lambda obs: one(obs) if jax.tree_util.tree_leaves(obs) else none(obs)
 
 
+@dataclass(frozen=True)
+class Continuous:
+    """Agents choose a real number in ``[low, high]`` each step.
+
+    ``rule(obs, p)`` returns one agent's number (vectorised as for :class:`Discrete`); an LLM
+    agent's reply field is a float clipped to ``[low, high]``; a learned agent's policy gives
+    a number in (0, 1), which the study scales (e.g. by the world's ``kind``: see
+    ``society.study``). ``fallback`` is what an LLM agent does when its call fails."""
+
+    low: float = 0.0
+    high: float = 1.0
+    rule: Callable[[Mapping[str, Any], Any], Any] | None = None
+    fallback: float = 0.0
+    dtype = np.float32
+
+    def vectorised_rule(self, p: Any) -> Callable[[Pytree], jax.Array]:
+        """``obs (leading agent axis) -> actions``: the rule over every agent at once."""
+        if self.rule is None:
+            raise ValueError("this study's actions have no rule: rule agents cannot play it")
+        rule = self.rule
+        return jax.vmap(lambda o: jnp.asarray(rule(o, p), jnp.float32))
+
+
 def step_keys(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(agents' key, world's key) of step ``t`` of one replicate."""
     k_act, k_step = jax.random.split(jax.random.fold_in(key, t))

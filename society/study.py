@@ -32,6 +32,11 @@ of agents whose choice counts this step (LLM agents are asked and agents learn o
 agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
 action (a bool or an index; default: a choice among the ``actions``' names), and
 ``features`` the observation fields learned agents see (default: all).
+
+``actions`` may be ``Continuous(low, high)``, a real number per agent: a rule returns a
+float, an LLM agent's ``reply`` has the number as its last field (earlier ones, e.g. a
+reason, come first), clipped to ``[low, high]``; a learned agent's policy gives a number in
+(0, 1) that ``step`` scales (the world's ``kind`` tells which agents are learned).
 """
 
 from __future__ import annotations
@@ -54,10 +59,10 @@ from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
 from sim_core.rng import tag
 from sim_core.scheduler import Scheduler
-from sim_core.study import Discrete, Reporter
+from sim_core.study import Continuous, Discrete, Reporter
 from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_every
 
-__all__ = ["Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
+__all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
 
 _COMPILED: dict[tuple, Any] = {}  # (study, params, what) -> compiled function
 _CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
@@ -72,7 +77,7 @@ class Study(Scenario):
 
     Params: ClassVar[type] = StudyParams
     unit: ClassVar[str] = "step"
-    actions: ClassVar[Discrete | None] = None
+    actions: ClassVar[Discrete | Continuous | None] = None
     prompt: ClassVar[Any] = ""  # LLM agents: a str.format template over one agent's observation
     system: ClassVar[str] = ""  # LLM agents' system prompt (default: the cohort's)
     reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
@@ -364,7 +369,8 @@ class Study(Scenario):
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
-                "learned", a, features=features, actions=len(acts.choices), lr=cfg.learning_rate,
+                "learned", a, features=features, lr=cfg.learning_rate,
+                actions=len(acts.choices) if isinstance(acts, Discrete) else "continuous",
                 key=ctx.rng.key("learned", r),
             ),
             "llm": lambda a: LLMCohort(
@@ -376,6 +382,10 @@ class Study(Scenario):
     def _reply(self) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
         acts, reply = type(self).actions, type(self).reply
+        if isinstance(acts, Continuous):  # the reply's last field, a float within the bounds
+            field = list(reply.model_fields)[-1]
+            return (reply, lambda m: float(np.clip(getattr(m, field), acts.low, acts.high)),
+                    lambda a: reply.model_construct(**{field: float(a)}))  # fmt: skip
         if reply is None:
             Choice = create_model(
                 f"{type(self).__name__}Choice",
@@ -409,18 +419,19 @@ class Study(Scenario):
         late = getattr(cfg, "llm_latency", 0) and "llm" in [c.name for c in pop.cohorts]
         slow = pop.cohort("llm").agents if late else ids[:0]
         fast = np.setdiff1d(ids, slow)
-        state["held"] = np.full(slow.size, type(self).actions.fallback if late else 0, np.int32)
+        dtype = getattr(type(self).actions, "dtype", np.int32)  # Continuous: float32
+        state["held"] = np.full(slow.size, type(self).actions.fallback if late else 0, dtype)
         state["asked"] = None  # the request in flight: a task, or its reply restored as data
         state["earned"] = np.zeros(slow.size)  # LLM agents' rewards while their choice held
         # act_every: a kind decides every K steps and holds its last choice in between
         every = parse_every(getattr(cfg, "act_every", None))
-        state["choice"] = np.full(ids.size, type(self).actions.fallback, np.int32)
+        state["choice"] = np.full(ids.size, type(self).actions.fallback, dtype)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
             obs = observe(state["world"])
             k_act, _ = engine.step_keys(key, t)
-            actions = np.full(ids.size, type(self).actions.fallback, np.int32)
+            actions = np.full(ids.size, type(self).actions.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
             due = np.ones(ids.size, bool)
             if type(self).due is not None:  # LLM agents not due are not asked
@@ -473,9 +484,7 @@ class Study(Scenario):
             llm, answer = pop.cohort("llm"), self._reply()[2]
             llm.learn(slow, None, None, state["earned"], None)
             state["earned"] = np.zeros(slow.size)
-            state["held"] = np.asarray(
-                await asked if inspect.isawaitable(asked) else asked, np.int32
-            )
+            state["held"] = np.asarray(await asked if inspect.isawaitable(asked) else asked, dtype)
             llm.remember(slow, [answer(a) for a in state["held"].tolist()])
 
         sim.handle("act", act)
@@ -500,7 +509,7 @@ class Study(Scenario):
         async def save() -> dict[str, Any]:
             """The run as data: a request in flight is saved once its reply is in."""
             if inspect.isawaitable(state["asked"]):
-                state["asked"] = np.asarray(await state["asked"], np.int32)
+                state["asked"] = np.asarray(await state["asked"], dtype)
             return {
                 "world": engine.leaves(state["world"]),
                 "last": state["last"],
