@@ -31,7 +31,8 @@ of agents whose choice counts this step (LLM agents are asked and agents learn o
 ``prompt`` may be a function of the parameters returning the template, ``system`` is the LLM
 agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
 action (a bool or an index; default: a choice among the ``actions``' names), and
-``features`` the observation fields learned agents see (default: all).
+``features`` the observation fields learned agents see (default: all); ``length(p)`` the
+run's steps when they are not ``p.steps`` (e.g. ``episodes * steps``).
 
 ``actions`` may be ``Continuous(low, high)``, a real number per agent: a rule returns a
 float, an LLM agent's ``reply`` has the number as its last field (earlier ones, e.g. a
@@ -116,9 +117,13 @@ class Study(Scenario):
 
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
+    length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
 
     def horizon(self, config: Any) -> tuple[float, str]:
-        return float(config.steps), f"{self.unit}s"
+        return float(self._steps(config)), f"{self.unit}s"
+
+    def _steps(self, cfg: Any) -> int:
+        return int(type(self).length(cfg)) if type(self).length is not None else cfg.steps
 
     # -- the framework ----------------------------------------------------------------------
     def _bound(self, cfg: Any) -> dict[str, Any]:
@@ -196,7 +201,7 @@ class Study(Scenario):
             v = np.asarray(v, dtype=np.float64)
             v = v.reshape(len(reps), -1, *v.shape[2:]) if v.ndim < 3 else v
             times = np.arange(t0 + 1, t0 + v.shape[1] + 1)
-            keep = (times % every == 0) | (times == (cfg.steps if end is None else end))
+            keep = (times % every == 0) | (times == (self._steps(cfg) if end is None else end))
             kept[name], last[name] = v[:, keep], v[:, -1]
         at = times[keep] if kept else np.zeros(0)
         if kept and at.size and all(v.ndim == 2 for v in kept.values()):  # scalars: one call
@@ -250,7 +255,7 @@ class Study(Scenario):
                 v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1, *np.shape(v)[2:])
                 if kinds is None:  # rule agents only
                     kinds = np.full(v.shape[:2], "rules", object)
-                self._rows(ctx, name, float(cfg.steps), v, reps, kinds)
+                self._rows(ctx, name, float(self._steps(cfg)), v, reps, kinds)
         return {name: np.asarray(last[name]) for name in self.headline if name in last}
 
     def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
@@ -262,7 +267,7 @@ class Study(Scenario):
             if ctx.checkpoints is not None and ctx.checkpoints.path is not None
             else 0
         )
-        size = min(every or cfg.steps, cfg.steps)
+        size = min(every or self._steps(cfg), self._steps(cfg))
         for b, reps in enumerate(ctx.replicate_batches()):
             done = ctx.checkpoints.finished(b)
             if done is None:
@@ -273,7 +278,8 @@ class Study(Scenario):
         return out
 
     def _fused_batch(self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, size: int) -> dict:
-        if size == cfg.steps and ctx.checkpoints.path is None:  # one compiled call, no clock needed
+        steps = self._steps(cfg)
+        if size == steps and ctx.checkpoints.path is None:  # one compiled call, no clock needed
             seed, stream = np.uint32(ctx.seed), np.uint32(tag("world"))
             world, values = self._fitted(
                 cfg, lambda cap: self._compiled(cfg, "whole", size, cap)(seed, stream, reps)
@@ -284,7 +290,7 @@ class Study(Scenario):
         sim = Scheduler()
 
         def advance(t0: int) -> None:
-            k = min(size, cfg.steps - t0)
+            k = min(size, self._steps(cfg) - t0)
 
             def chunk(cap):  # noqa: ANN001, ANN202
                 return self._compiled(cfg, "chunk", k)(
@@ -293,7 +299,7 @@ class Study(Scenario):
 
             state["world"], values = self._fitted(cfg, chunk)
             state["last"] = self._record(cfg, ctx, reps, t0, values)
-            if t0 + k < cfg.steps:
+            if t0 + k < self._steps(cfg):
                 sim.at(float(t0 + k), advance, t0 + k, name="steps")
 
         sim.handle("steps", advance)
@@ -339,7 +345,8 @@ class Study(Scenario):
             )
 
         async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
-            return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(cfg.steps)
+            done = await self._cohort_replicate(cfg, ctx, int(reps[0]), client)
+            return done, float(self._steps(cfg))
 
         return drive(
             cfg,
@@ -444,7 +451,7 @@ class Study(Scenario):
             whole = asked.size == ids.size
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
             if late:
-                if state["asked"] is None and t + cfg.llm_latency < cfg.steps:
+                if state["asked"] is None and t + cfg.llm_latency < self._steps(cfg):
                     llm = pop.cohort("llm")
                     state["asked"] = asyncio.ensure_future(
                         llm.aact(slow, rows(slow), k_act, remember=False)
@@ -464,7 +471,7 @@ class Study(Scenario):
                     jax.random.fold_in(learn_key, t),
                 )
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
-            stop = budget_reached(client, ctx, sim) if t + 1 < cfg.steps else False
+            stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
             state["last"] = self._record(
                 cfg,
                 ctx,
@@ -473,7 +480,7 @@ class Study(Scenario):
                 {k: v[None, None] for k, v in values.items()},
                 t + 1 if stop else None,
             )
-            if t + 1 < cfg.steps and not stop:
+            if t + 1 < self._steps(cfg) and not stop:
                 sim.at(float(t + 1), act, t + 1, name="act")
 
         async def reply() -> None:
