@@ -34,6 +34,9 @@ action (a bool or an index; default: a choice among the ``actions``' names), and
 ``features`` the observation fields learned agents see (default: all); ``length(p)`` the
 run's steps when they are not ``p.steps`` (e.g. ``episodes * steps``).
 
+A world (a dict) with a ``kind`` entry, one int per agent (``init`` gives zeros, as for rule
+agents), has it filled with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0.
+
 ``actions`` may be ``Continuous(low, high)``, a real number per agent: a rule returns a
 float, an LLM agent's ``reply`` has the number as its last field (earlier ones, e.g. a
 reason, come first), clipped to ``[low, high]``; a learned agent's policy gives a number in
@@ -61,7 +64,7 @@ from sim_core.experiment import RunContext, Scenario
 from sim_core.rng import tag
 from sim_core.scheduler import Scheduler
 from sim_core.study import Continuous, Discrete, Reporter
-from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_every
+from society.fields import KINDS, ModelAgentsParams, ModelParams, StudyParams, parse_every
 
 __all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
 
@@ -501,6 +504,10 @@ class Study(Scenario):
             state["world"] = jax.tree_util.tree_map(
                 lambda x: x[0], self._compiled(cfg, "init")(key[None])
             )
+            if isinstance(state["world"], dict) and "kind" in state["world"]:
+                code = np.asarray([KINDS.index(k) for k in kinds])  # 0 rules, 1 learned, 2 llm
+                kind = jnp.asarray(code, state["world"]["kind"].dtype)
+                state["world"] = {**state["world"], "kind": kind}
             sim.at(0.0, act, 0, name="act")
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
