@@ -36,6 +36,7 @@ run's steps when they are not ``p.steps`` (e.g. ``episodes * steps``).
 
 A world (a dict) with a ``kind`` entry, one int per agent (``init`` gives zeros, as for rule
 agents), has it filled with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0.
+``summary(world, p) -> {name: value}`` adds headline values computed from the last world.
 
 ``actions`` may be ``Continuous(low, high)``, a real number per agent: a rule returns a
 float, an LLM agent's ``reply`` has the number as its last field (earlier ones, e.g. a
@@ -121,6 +122,7 @@ class Study(Scenario):
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
+    summary = None  # optional summary(world, p) -> {name: value}: extra headline values
 
     def horizon(self, config: Any) -> tuple[float, str]:
         return float(self._steps(config)), f"{self.unit}s"
@@ -175,6 +177,8 @@ class Study(Scenario):
                 _COMPILED[key] = jax.jit(f["observe"])
             elif what == "due":
                 _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
+            elif what == "summary":
+                _COMPILED[key] = jax.jit(jax.vmap(partial(cls.summary, p=cfg)))
             elif what == "agents":
                 _COMPILED[key] = jax.jit(
                     jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None))
@@ -259,7 +263,10 @@ class Study(Scenario):
                 if kinds is None:  # rule agents only
                     kinds = np.full(v.shape[:2], "rules", object)
                 self._rows(ctx, name, float(self._steps(cfg)), v, reps, kinds)
-        return {name: np.asarray(last[name]) for name in self.headline if name in last}
+        out = {name: np.asarray(last[name]) for name in self.headline if name in last}
+        if type(self).summary is not None:  # extra headline values from the last world
+            out.update({k: np.asarray(v) for k, v in self._compiled(cfg, "summary")(world).items()})
+        return out
 
     def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
         """Rule agents only: compiled chunks of steps over a whole batch of replicates, one
