@@ -207,5 +207,8 @@ class LLMCohort(Cohort):
 
 
 def _scalar(x: Any) -> Any:
-    """A template value: numpy scalars become Python ones; strings and objects pass as they are."""
+    """A template value: numpy scalars become Python ones (arrays of more than one value,
+    lists); strings and objects pass as they are."""
+    if isinstance(x, np.ndarray) and x.size != 1:
+        return x.tolist()
     return x.item() if isinstance(x, np.generic | np.ndarray) else x
