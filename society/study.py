@@ -37,6 +37,11 @@ run's steps when they are not ``p.steps`` (e.g. ``episodes * steps``).
 A world (a dict) with a ``kind`` entry, one int per agent (``init`` gives zeros, as for rule
 agents), has it filled with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0.
 ``summary(world, p) -> {name: value}`` adds headline values computed from the last world.
+``render(fields, p)`` is an LLM agent's prompt from its observation fields (Python values,
+lists for array fields) when a template is not enough: the user message, or a (system, user)
+pair; no memory is appended. With ``talk(fields, p)`` (the same form), the due LLM agents of
+a replicate first post one message each, ``Post``; ``render`` sees this step's posts as the
+field ``messages``, a list of (agent, text), and they are written to ``messages.jsonl``.
 
 ``actions`` may be ``Continuous(low, high)``, a real number per agent: a rule returns a
 float, an LLM agent's ``reply`` has the number as its last field (earlier ones, e.g. a
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 from collections.abc import Mapping
 from functools import partial
@@ -56,7 +62,7 @@ from typing import Any, ClassVar, Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from pydantic import Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from sim_core import lifecycle
 from sim_core import study as engine
@@ -123,6 +129,8 @@ class Study(Scenario):
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
     summary = None  # optional summary(world, p) -> {name: value}: extra headline values
+    render = None  # optional render(fields, p) -> an LLM agent's prompt (instead of ``prompt``)
+    talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
 
     def horizon(self, config: Any) -> tuple[float, str]:
         return float(self._steps(config)), f"{self.unit}s"
@@ -349,7 +357,7 @@ class Study(Scenario):
         from society.driver import drive
         from society.population import uses_llm
 
-        if uses_llm(cfg, self._agents(cfg, ctx)) and not type(self).prompt:
+        if uses_llm(cfg, self._agents(cfg, ctx)) and not (type(self).prompt or type(self).render):
             raise ConfigError(
                 f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)"
             )
@@ -390,11 +398,57 @@ class Study(Scenario):
                 actions=len(acts.choices) if isinstance(acts, Discrete) else "continuous",
                 key=ctx.rng.key("learned", r),
             ),
-            "llm": lambda a: LLMCohort(
+            "llm": lambda a: (LLMCohort if type(self).render is None else self._rendered())(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
                 template=prompt(cfg) if callable(prompt) else prompt, **system,
+                **({} if type(self).render is None else {"memory_size": 0, "render": partial(type(self).render, p=cfg)}),
             ),
         }  # fmt: skip
+
+    @staticmethod
+    def _rendered() -> type:
+        """LLM agents whose prompt is the study's ``render(fields, p)``: a user message, or a
+        (system, user) pair; ``fields`` has the step's posts as ``messages`` (see ``talk``)."""
+        from society.cohorts import LLMCohort
+
+        class Rendered(LLMCohort):
+            def __init__(self, *args: Any, render: Any, **kw: Any) -> None:
+                super().__init__(*args, **kw)
+                self.render, self.posts = render, []
+
+            def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict]:
+                return _chat(self.render(fields={**fields, "messages": self.posts}), self)
+
+        return Rendered
+
+    async def _talk(
+        self, cfg: Any, ctx: RunContext, r: int, t: int, llm: Any, agents: Any, obs: Any
+    ) -> None:
+        """``agents`` (LLM agents) each post one message, in flight together; the posts, cut to
+        the parameter ``message_chars`` when there is one, are ``render``'s ``messages`` this
+        step and lines of ``messages.jsonl`` in the run directory."""
+        from society.llm import Request
+
+        host = llm.observation_fields(obs)
+        requests = []
+        for i, a in enumerate(agents.tolist()):
+            fields = {k: v[i].tolist() if v.ndim else v.tolist() for k, v in host.items()}
+            chat = _chat(type(self).talk(fields, cfg), llm)
+            requests.append(
+                Request(chat, schema=Post, fallback=Post(message=""), agent=a, cohort="llm")
+            )
+        done = await llm.client.complete_many(requests)
+        cut = getattr(cfg, "message_chars", None)
+        said = [
+            " ".join((c.parsed.message if c.parsed is not None else "").split())[:cut] for c in done
+        ]
+        llm.posts = list(zip(agents.tolist(), said, strict=True))
+        if ctx.run_dir is not None:
+            with (ctx.run_dir / "messages.jsonl").open("a") as fh:
+                fh.writelines(
+                    json.dumps({"replicate": r, "step": t + 1, "agent": a, "message": m}) + "\n"
+                    for a, m in llm.posts
+                )
 
     def _reply(self) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
@@ -459,6 +513,9 @@ class Study(Scenario):
             actions[idle] = state["choice"][idle]
             asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
             whole = asked.size == ids.size
+            talkers = asked[kinds[asked] == "llm"] if type(self).talk is not None else asked[:0]
+            if talkers.size:  # LLM agents post their messages before anyone chooses
+                await self._talk(cfg, ctx, r, t, pop.cohort("llm"), talkers, rows(talkers))
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
             if late:
                 if state["asked"] is None and t + cfg.llm_latency < self._steps(cfg):
@@ -506,6 +563,7 @@ class Study(Scenario):
 
         sim.handle("act", act)
         sim.handle("reply", reply)
+        talked = ctx.run_dir / "messages.jsonl" if ctx.run_dir is not None else None
         saved = ctx.checkpoints.resume(r, sim)
         if saved is None:
             state["world"] = jax.tree_util.tree_map(
@@ -525,6 +583,9 @@ class Study(Scenario):
                 saved["earned"],
             )
             state["choice"] = saved.get("choice", state["choice"])
+            if talked is not None and talked.exists():  # lines after the checkpoint go
+                with talked.open("r+b") as fh:
+                    fh.truncate(int(saved.get("talked", 0)))
             pop.load_state_dict(saved["population"])
 
         async def save() -> dict[str, Any]:
@@ -539,6 +600,7 @@ class Study(Scenario):
                 "asked": state["asked"],
                 "earned": state["earned"],
                 "choice": state["choice"],
+                "talked": talked.stat().st_size if talked is not None and talked.exists() else 0,
             }
 
         ctx.checkpoints.attach(r, sim, save)
@@ -547,3 +609,15 @@ class Study(Scenario):
         done = self._finish(cfg, ctx, reps, world, state["last"], kinds[None])
         ctx.checkpoints.finish(r, {k: v.tolist() for k, v in done.items()})
         return done
+
+
+class Post(BaseModel):
+    """An LLM agent's message to the others (``Study.talk``)."""
+
+    message: str = Field(description="a short message to the others (empty to stay silent)")
+
+
+def _chat(text: Any, llm: Any) -> list[dict[str, str]]:
+    """Chat messages of a rendered prompt: a user message, or a (system, user) pair."""
+    system, user = text if isinstance(text, tuple) else (llm.system_prompt, text)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
