@@ -41,7 +41,8 @@ agents), has it filled with the agents' kinds (0 rules, 1 learned, 2 llm) before
 lists for array fields) when a template is not enough: the user message, or a (system, user)
 pair; no memory is appended. With ``talk(fields, p)`` (the same form), the due LLM agents of
 a replicate first post one message each, ``Post``; ``render`` sees this step's posts as the
-field ``messages``, a list of (agent, text), and they are written to ``messages.jsonl``.
+field ``messages``, a list of (agent, text), and they are written to ``messages.jsonl``
+(``talk`` gives None: the agent posts nothing).
 
 ``actions`` may be ``Continuous(low, high)``, a real number per agent: a rule returns a
 float, an LLM agent's ``reply`` has the number as its last field (earlier ones, e.g. a
@@ -429,15 +430,17 @@ class Study(Scenario):
         step and lines of ``messages.jsonl`` in the run directory."""
         from society.llm import Request
 
-        host = llm.observation_fields(obs)
-        requests = []
+        host, requests = llm.observation_fields(obs), []
         for i, a in enumerate(agents.tolist()):
             fields = {k: v[i].tolist() if v.ndim else v.tolist() for k, v in host.items()}
-            chat = _chat(type(self).talk(fields, cfg), llm)
-            requests.append(
-                Request(chat, schema=Post, fallback=Post(message=""), agent=a, cohort="llm")
-            )
-        done = await llm.client.complete_many(requests)
+            text = type(self).talk(fields, cfg)  # None: this agent does not talk
+            if text is not None:
+                chat = _chat(text, llm)
+                requests.append(
+                    Request(chat, schema=Post, fallback=Post(message=""), agent=a, cohort="llm")
+                )
+        agents = np.asarray([r.agent for r in requests], np.int64)
+        done = await llm.client.complete_many(requests) if requests else []
         cut = getattr(cfg, "message_chars", None)
         said = [
             " ".join((c.parsed.message if c.parsed is not None else "").split())[:cut] for c in done
@@ -513,8 +516,8 @@ class Study(Scenario):
             actions[idle] = state["choice"][idle]
             asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
             whole = asked.size == ids.size
-            talkers = asked[kinds[asked] == "llm"] if type(self).talk is not None else asked[:0]
-            if talkers.size:  # LLM agents post their messages before anyone chooses
+            talkers = asked[kinds[asked] == "llm"]
+            if type(self).talk is not None and "llm" in kinds:  # LLM agents post, then choose
                 await self._talk(cfg, ctx, r, t, pop.cohort("llm"), talkers, rows(talkers))
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
             if late:
