@@ -32,7 +32,9 @@ of agents whose choice counts this step (LLM agents are asked and agents learn o
 agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
 action (a bool or an index; default: a choice among the ``actions``' names), and
 ``features`` the observation fields learned agents see (default: all); ``length(p)`` the
-run's steps when they are not ``p.steps`` (e.g. ``episodes * steps``).
+run's steps when they are not ``p.steps`` (e.g. ``episodes * steps``), and ``done(world,
+p)`` whether the step ended an episode: then learned agents learn from each of the episode's
+decisions with the sum of their rewards over it (REINFORCE's return), not step by step.
 
 A world (a dict) with a ``kind`` entry, one int per agent (``init`` gives zeros, as for rule
 agents), has it filled with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0.
@@ -129,6 +131,7 @@ class Study(Scenario):
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
+    done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
     summary = None  # optional summary(world, p) -> {name: value}: extra headline values
     render = None  # optional render(fields, p) -> an LLM agent's prompt (instead of ``prompt``)
     talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
@@ -186,6 +189,8 @@ class Study(Scenario):
                 _COMPILED[key] = jax.jit(f["observe"])
             elif what == "due":
                 _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
+            elif what == "done":
+                _COMPILED[key] = jax.jit(partial(cls.done, p=cfg))
             elif what == "summary":
                 _COMPILED[key] = jax.jit(jax.vmap(partial(cls.summary, p=cfg)))
             elif what == "agents":
@@ -437,7 +442,13 @@ class Study(Scenario):
             if text is not None:
                 chat = _chat(text, llm)
                 requests.append(
-                    Request(chat, schema=Post, fallback=Post(message=""), agent=a, cohort="llm")
+                    Request(
+                        chat,
+                        schema=Post,
+                        fallback=Post(message=""),
+                        agent=a,
+                        cohort="llm",
+                    )
                 )
         agents = np.asarray([r.agent for r in requests], np.int64)
         done = await llm.client.complete_many(requests) if requests else []
@@ -500,6 +511,7 @@ class Study(Scenario):
         # act_every: a kind decides every K steps and holds its last choice in between
         every = parse_every(getattr(cfg, "act_every", None))
         state["choice"] = np.full(ids.size, type(self).actions.fallback, dtype)
+        state["decisions"], state["return"] = [], np.zeros(ids.size)  # episodes (``done``)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
@@ -533,13 +545,24 @@ class Study(Scenario):
             state["world"], values, rewards = moment(state["world"], key, t, actions)
             if rewards is not None:  # LLM agents with a latency learn when their reply lands
                 learners = fast[due[fast] & ~idle[fast]]
-                pop.learn(
-                    learners,
-                    obs if learners.size == ids.size else rows(learners),
-                    actions[learners],
-                    np.asarray(rewards)[learners],
-                    jax.random.fold_in(learn_key, t),
-                )
+                seen = obs if learners.size == ids.size else rows(learners)
+                if type(self).done is None:
+                    pop.learn(
+                        learners,
+                        seen,
+                        actions[learners],
+                        np.asarray(rewards)[learners],
+                        jax.random.fold_in(learn_key, t),
+                    )
+                else:  # episodes: each decision learns from the episode's return at its end
+                    seen = jax.tree_util.tree_map(np.asarray, seen)
+                    state["decisions"].append((learners, seen, actions[learners]))
+                    state["return"] = state["return"] + np.asarray(rewards)
+                    if bool(self._compiled(cfg, "done")(state["world"])):
+                        for k, (a, o, x) in enumerate(state["decisions"]):
+                            key_k = jax.random.fold_in(jax.random.fold_in(learn_key, t), k)
+                            pop.learn(a, o, x, state["return"][a], key_k)
+                        state["decisions"], state["return"] = [], np.zeros(ids.size)
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
             stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
             state["last"] = self._record(
@@ -580,6 +603,8 @@ class Study(Scenario):
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
             state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
+            state["decisions"] = [tuple(d) for d in saved.get("decisions", [])]
+            state["return"] = np.asarray(saved.get("return", state["return"]))
             state["held"], state["asked"], state["earned"] = (
                 saved["held"],
                 saved["asked"],
@@ -603,6 +628,8 @@ class Study(Scenario):
                 "asked": state["asked"],
                 "earned": state["earned"],
                 "choice": state["choice"],
+                "decisions": state["decisions"],
+                "return": state["return"],
                 "talked": talked.stat().st_size if talked is not None and talked.exists() else 0,
             }
 
