@@ -407,6 +407,7 @@ class Study(Scenario):
             "llm": lambda a: (LLMCohort if type(self).render is None else self._rendered())(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
                 template=prompt(cfg) if callable(prompt) else prompt, **system,
+                sample_of=lambda agent: r,  # replicates draw apart (the client merges same samples)
                 **({} if type(self).render is None else {"memory_size": 0, "render": partial(type(self).render, p=cfg)}),
             ),
         }  # fmt: skip
@@ -446,6 +447,7 @@ class Study(Scenario):
                         chat,
                         schema=Post,
                         fallback=Post(message=""),
+                        sample=r,
                         agent=a,
                         cohort="llm",
                     )
