@@ -11,7 +11,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 
 def regrow(stock: jax.Array, capacity, growth_rate, *, doubling: bool) -> jax.Array:
@@ -34,36 +33,6 @@ def sustainable_catch(stock: jax.Array, capacity, growth_rate, *, doubling: bool
         disc = jnp.maximum((1.0 + g) ** 2 - 4.0 * g * stock / capacity, 0.0)
         left = 2.0 * stock / ((1.0 + g) + jnp.sqrt(disc))
     return jnp.maximum(stock - left, 0.0)
-
-
-@partial(jax.jit, static_argnames=("doubling",))
-def _lake_view(stock, capacity, growth_rate, month, periods, *, doubling: bool):
-    return {
-        "stock": stock,
-        "sustainable_catch": sustainable_catch(stock, capacity, growth_rate, doubling=doubling),
-        "stock_norm": stock / capacity,
-        "time_norm": jnp.broadcast_to((month - 1.0) / periods, stock.shape),
-    }
-
-
-def observe(
-    stock: jax.Array, capacity, growth_rate, month, periods, n: int, *, doubling: bool
-) -> dict[str, np.ndarray]:
-    """Per-lake quantities every fisher of the lake sees, ``(R,)`` float32 each.
-
-    The per-fisher shares are divided by ``n`` on the host (numpy, IEEE division): in a
-    compiled kernel XLA rewrites ``x / n`` over a batch of lakes as ``x * (1 / n)`` but keeps
-    the division for a batch of one, so the shares (and every run after them) would depend
-    on how replicates are batched."""
-    view = {
-        k: np.asarray(v)
-        for k, v in jax.device_get(
-            _lake_view(stock, capacity, growth_rate, month, periods, doubling=doubling)
-        ).items()
-    }
-    view["equal_share"] = view["stock"] / np.float32(n)
-    view["sustainable_share"] = view["sustainable_catch"] / np.float32(n)
-    return view
 
 
 @partial(jax.jit, static_argnames=("doubling",))
