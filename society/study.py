@@ -39,6 +39,8 @@ decisions with the sum of their rewards over it (REINFORCE's return), not step b
 A world (a dict) with a ``kind`` entry, one int per agent (``init`` gives zeros, as for rule
 agents), has it filled with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0.
 ``summary(world, p) -> {name: value}`` adds headline values computed from the last world.
+Scalar reporters named in ``sparse`` make no rows where they are NaN (e.g. an episode's
+values, known only at its end).
 ``render(fields, p)`` is an LLM agent's prompt from its observation fields (Python values,
 lists for array fields) when a template is not enough: the user message, or a (system, user)
 pair; no memory is appended. With ``talk(fields, p)`` (the same form), the due LLM agents of
@@ -99,6 +101,7 @@ class Study(Scenario):
     axes: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # labels of a reporter's trailing axes
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
+    sparse: ClassVar[tuple[str, ...]] = ()  # scalar reporters whose NaN values make no rows
     checkpointing = True
     capacity = None  # optional capacity(p) -> int: agents' slots at first (births and deaths)
 
@@ -225,6 +228,12 @@ class Study(Scenario):
             keep = (times % every == 0) | (times == (self._steps(cfg) if end is None else end))
             kept[name], last[name] = v[:, keep], v[:, -1]
         at = times[keep] if kept else np.zeros(0)
+        if type(self).sparse and all(v.ndim == 2 for v in kept.values()):  # NaN makes no row
+            for i, time in enumerate(at.tolist()):
+                for name, v in kept.items():
+                    ok = ~np.isnan(v[:, i]) if name in type(self).sparse else slice(None)
+                    ctx.recorder.record(float(time), name, v[ok, i], replicate=np.asarray(reps)[ok])
+            return last
         if kept and at.size and all(v.ndim == 2 for v in kept.values()):  # scalars: one call
             names = np.asarray(list(kept), dtype=object)
             values = np.stack(list(kept.values())).transpose(2, 0, 1)  # (steps, metrics, reps)
