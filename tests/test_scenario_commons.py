@@ -436,7 +436,7 @@ def test_gini_matches_society_gini_row_by_row():
     from society.metrics import gini as reference_gini
 
     rng = np.random.default_rng(3)
-    for n in (2, 5, 40):
+    for n in (2, 5, 40, 100):  # pairwise differences up to 64 fishers, sorted beyond
         x = rng.exponential(size=(300, n)).astype(np.float32)
         x[::7] = 0.0  # all-zero rows: 0 by definition
         x[1::9, 1:] = 0.0  # one fisher holds everything: (n - 1) / n

@@ -46,17 +46,17 @@ def fish(
     *,
     doubling: bool,
 ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
-    """One month for every lake: ``requests`` (R, N) tons; negative or non-finite requests
+    """One month for every lake: ``requests`` (R, N) tons (or (N,), one lake); negative or non-finite requests
     count as 0. When the requests of a lake exceed its stock, each fisher gets the stock times
     its share of the requests. A lake left with fewer than ``collapse_threshold`` tons
     collapses (its episode ends, no regrowth); the others regrow. Returns the new stock, the
     lakes still alive, and the month's outcome."""
     req = jnp.where(jnp.isfinite(requests) & (requests > 0), requests, 0.0)
-    req = jnp.where(alive[:, None], req, 0.0)
-    total = req.sum(axis=1)
+    req = jnp.where(alive[..., None], req, 0.0)
+    total = req.sum(axis=-1)
     scale = jnp.where(total > stock, stock / jnp.where(total > 0, total, 1.0), 1.0)
-    caught = req * scale[:, None]
-    left = jnp.maximum(stock - caught.sum(axis=1), 0.0)
+    caught = req * scale[..., None]
+    left = jnp.maximum(stock - caught.sum(axis=-1), 0.0)
     collapsed = alive & (left < collapse_threshold)
     grown = regrow(left, capacity, growth_rate, doubling=doubling)
     new = jnp.where(alive, jnp.where(collapsed, left, grown), stock)

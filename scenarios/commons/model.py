@@ -61,10 +61,14 @@ def _f(stock, p):
 
 
 def gini(x):
-    """:func:`society.metrics.gini` of non-negative ``x`` (0 when all are 0)."""
+    """:func:`society.metrics.gini` of non-negative ``x`` (0 when all are 0), from the sum of
+    pairwise differences (cheaper than a sort for small groups) or the sorted values."""
     n, total = x.shape[-1], x.sum(-1)
-    g = 2 * (jnp.sort(x, -1) @ jnp.arange(1.0, n + 1)) / (n * jnp.where(total > 0, total, 1))
-    return jnp.where(total > 0, g - (n + 1) / n, 0.0)
+    if n <= 64:
+        pairs = jnp.abs(x[..., :, None] - x[..., None, :]).sum((-1, -2)) / 2
+    else:  # sum_{i<j} |x_i - x_j| = sum_i (2i - n - 1) x_(i), i = 1..n
+        pairs = jnp.sort(x, -1) @ (2 * jnp.arange(1.0, n + 1) - n - 1)
+    return jnp.where(total > 0, pairs / (n * jnp.where(total > 0, total, 1)), 0.0)
 
 
 def rule(o, p):
@@ -140,6 +144,7 @@ class Commons(Study):
         for k in ("stock", "catch", "sustainable_catch", "over_usage", *EPISODE)
     }
     agent_reporters = {"agent_catch": lambda w, out: w["caught"]}
+    sparse = tuple(reporters)  # rows of living lakes, episode values at episodes' ends
     headline = EPISODE
 
     def length(p):
@@ -172,19 +177,19 @@ class Commons(Study):
         return jnp.broadcast_to(w["alive"], (p.population,))
 
     def step(key, w, act, p):
-        o, alive, stock = Commons.observe(w, p), w["alive"], w["stock"]
-        share = o["sustainable_share"][0]
-        asked = jnp.where(w["kind"] == KINDS.index("learned"), act * o["equal_share"], act)
+        alive, stock = w["alive"], w["stock"]
+        share = _f(stock, p) / p.population
+        asked = jnp.where(w["kind"] == KINDS.index("learned"), act * (stock / p.population), act)
         asked = jnp.where(alive & jnp.isfinite(asked) & (asked > 0), asked, 0.0)
-        new, still, out = fish(stock[None], alive[None], asked[None], p.capacity, p.growth_rate,
+        new, still, out = fish(stock, alive, asked, p.capacity, p.growth_rate,
                                p.collapse_threshold, doubling=p.regrowth == "doubling")  # fmt: skip
-        caught, month = out["caught"][0], w["t"] % p.steps + 1
+        caught, month = out["caught"], w["t"] % p.steps + 1
         positive, over = asked > 0, asked > share + TOLERANCE
-        lake = {**w, "stock": new[0], "alive": still[0], "caught": w["caught"] + caught,
+        lake = {**w, "stock": new, "alive": still, "caught": w["caught"] + caught,
                 "over": w["over"] + over, "positive": w["positive"] + positive,
-                "survival": jnp.where(out["collapsed"][0], month, w["survival"])}  # fmt: skip
+                "survival": jnp.where(out["collapsed"], month, w["survival"])}  # fmt: skip
         if _history(p):
-            row = jnp.stack([month, stock, out["left"][0], new[0], caught.sum(), caught.max()])
+            row = jnp.stack([month, stock, out["left"], new, caught.sum(), caught.max()])
             add = lambda h, x: jnp.where(alive, jnp.roll(h, -1, 0).at[-1].set(x), h)  # noqa: E731
             lake |= {"past": add(w["past"], row), "mine": add(w["mine"], jnp.stack([asked, caught], 1)),
                      "all": add(w["all"], caught)}  # fmt: skip
