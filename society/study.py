@@ -364,7 +364,7 @@ class Study(Scenario):
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
-                "learned", a, features=features, actions=len(acts.choices), lr=cfg.learning_rate,
+                "learned", a, features=features, actions=len(acts.choices), learning_rate=cfg.learning_rate,
                 key=ctx.rng.key("learned", r),
             ),
             "llm": lambda a: LLMCohort(
