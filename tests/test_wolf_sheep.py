@@ -126,12 +126,12 @@ def test_turns_are_mesa_sequential_order_exactly() -> None:
         g[c] -= 1
 
     turns = jax.jit(
-        lambda *a, sheep: ws.take_turns(*a, eat if sheep else hunt, p), static_argnames="sheep"
+        lambda *a, sheep: ws.grid(p).take_turns(*a, eat if sheep else hunt), static_argnames="sheep"
     )
     for trial in range(12):
         n = 40
         cell = rng.integers(0, 30, n)
-        cand = np.asarray(ws.candidates(jnp.asarray(cell), p))
+        cand = np.asarray(ws.grid(p).around(jnp.asarray(cell))[0])
         ok = rng.random((n, 5)) < 0.7
         ok[:, 0] |= ~ok.any(1)
         turn = rng.integers(0, 3 if trial % 2 else 2**31 - 1, n).astype(np.int32)
