@@ -32,6 +32,12 @@ of agents whose choice counts this step (LLM agents are asked and agents learn o
 agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
 action (a bool or an index; default: a choice among the ``actions``' names), and
 ``features`` the observation fields learned agents see (default: all).
+
+Real-valued actions: ``actions = Continuous(low, high, rule=...)`` (bounds numbers or
+functions of the parameters): rules return a number, learned agents' actions in (0, 1) are
+scaled to ``[low, high]`` (they learn from the unscaled one), an LLM agent's reply is the
+first of its ``reply``'s fields that is not text, clipped to the bounds; a failed call gives
+``fallback`` (NaN unless told: the study's ``step`` decides what NaN means).
 """
 
 from __future__ import annotations
@@ -54,10 +60,10 @@ from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
 from sim_core.rng import tag
 from sim_core.scheduler import Scheduler
-from sim_core.study import Discrete, Reporter
+from sim_core.study import Continuous, Discrete, Reporter
 from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_every
 
-__all__ = ["Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
+__all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
 
 _COMPILED: dict[tuple, Any] = {}  # (study, params, what) -> compiled function
 _CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
@@ -72,7 +78,7 @@ class Study(Scenario):
 
     Params: ClassVar[type] = StudyParams
     unit: ClassVar[str] = "step"
-    actions: ClassVar[Discrete | None] = None
+    actions: ClassVar[Discrete | Continuous | None] = None
     prompt: ClassVar[Any] = ""  # LLM agents: a str.format template over one agent's observation
     system: ClassVar[str] = ""  # LLM agents' system prompt (default: the cohort's)
     reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
@@ -358,13 +364,14 @@ class Study(Scenario):
         acts, f = type(self).actions, self._bound(cfg)
         obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
         features = list(type(self).features) or (sorted(obs) if isinstance(obs, dict) else [])
-        Choice, to_action, answer = self._reply()
+        Choice, to_action, answer = self._reply(cfg)
         prompt = type(self).prompt
         system = {"system_prompt": type(self).system} if type(self).system else {}
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
-                "learned", a, features=features, actions=len(acts.choices), lr=cfg.learning_rate,
+                "learned", a, features=features, lr=cfg.learning_rate,
+                actions="continuous" if isinstance(acts, Continuous) else len(acts.choices),
                 key=ctx.rng.key("learned", r),
             ),
             "llm": lambda a: LLMCohort(
@@ -373,9 +380,11 @@ class Study(Scenario):
             ),
         }  # fmt: skip
 
-    def _reply(self) -> tuple[Any, Any, Any]:
+    def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
         acts, reply = type(self).actions, type(self).reply
+        if isinstance(acts, Continuous):
+            return self._number_reply(acts, reply, cfg)
         if reply is None:
             Choice = create_model(
                 f"{type(self).__name__}Choice",
@@ -385,6 +394,20 @@ class Study(Scenario):
                     lambda a: Choice(choice=acts.choices[a]))  # fmt: skip
         field = next(iter(reply.model_fields))
         return reply, lambda m: int(getattr(m, field)), lambda a: reply(**{field: a})
+
+    def _number_reply(self, acts: Continuous, reply: Any, cfg: Any) -> tuple[Any, Any, Any]:
+        """A real-valued action: the reply's first field that is not text, clipped to the
+        bounds (other fields: text, e.g. a reason; the fallback leaves them empty)."""
+        if reply is None:
+            reply = create_model(
+                f"{type(self).__name__}Number", value=(float, Field(description="your number"))
+            )
+        fields = reply.model_fields
+        field = next((n for n, f in fields.items() if f.annotation is not str), next(iter(fields)))
+        text = {n: "" for n in fields if n != field}
+        low, high = acts.bounds(cfg)
+        return (reply, lambda m: float(np.clip(float(getattr(m, field)), low, high)),
+                lambda a: reply.model_construct(**text, **{field: a}))  # fmt: skip
 
     async def _cohort_replicate(
         self, cfg: Any, ctx: RunContext, r: int, client: Any
@@ -409,18 +432,20 @@ class Study(Scenario):
         late = getattr(cfg, "llm_latency", 0) and "llm" in [c.name for c in pop.cohorts]
         slow = pop.cohort("llm").agents if late else ids[:0]
         fast = np.setdiff1d(ids, slow)
-        state["held"] = np.full(slow.size, type(self).actions.fallback if late else 0, np.int32)
+        acts = type(self).actions
+        dtype = np.float32 if isinstance(acts, Continuous) else np.int32  # an index or a number
+        state["held"] = np.full(slow.size, acts.fallback if late else 0, dtype)
         state["asked"] = None  # the request in flight: a task, or its reply restored as data
         state["earned"] = np.zeros(slow.size)  # LLM agents' rewards while their choice held
         # act_every: a kind decides every K steps and holds its last choice in between
         every = parse_every(getattr(cfg, "act_every", None))
-        state["choice"] = np.full(ids.size, type(self).actions.fallback, np.int32)
+        state["choice"] = np.full(ids.size, acts.fallback, dtype)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
             obs = observe(state["world"])
             k_act, _ = engine.step_keys(key, t)
-            actions = np.full(ids.size, type(self).actions.fallback, np.int32)
+            actions = np.full(ids.size, acts.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
             due = np.ones(ids.size, bool)
             if type(self).due is not None:  # LLM agents not due are not asked
@@ -432,6 +457,11 @@ class Study(Scenario):
             asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
             whole = asked.size == ids.size
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
+            raw = actions.copy()  # what the cohorts chose: learned agents learn from it
+            if isinstance(acts, Continuous):  # learned agents' (0, 1) scaled to the bounds
+                low, high = acts.bounds(cfg)
+                learned = asked[kinds[asked] == "learned"]
+                actions[learned] = low + raw[learned] * (high - low)
             if late:
                 if state["asked"] is None and t + cfg.llm_latency < cfg.steps:
                     llm = pop.cohort("llm")
@@ -448,7 +478,7 @@ class Study(Scenario):
                 pop.learn(
                     learners,
                     obs if learners.size == ids.size else rows(learners),
-                    actions[learners],
+                    raw[learners],
                     np.asarray(rewards)[learners],
                     jax.random.fold_in(learn_key, t),
                 )
@@ -470,12 +500,10 @@ class Study(Scenario):
             it, then the new choice, which holds from now on (memories change only here, so
             however long the calls took, the next prompts are the same)."""
             asked, state["asked"] = state["asked"], None
-            llm, answer = pop.cohort("llm"), self._reply()[2]
+            llm, answer = pop.cohort("llm"), self._reply(cfg)[2]
             llm.learn(slow, None, None, state["earned"], None)
             state["earned"] = np.zeros(slow.size)
-            state["held"] = np.asarray(
-                await asked if inspect.isawaitable(asked) else asked, np.int32
-            )
+            state["held"] = np.asarray(await asked if inspect.isawaitable(asked) else asked, dtype)
             llm.remember(slow, [answer(a) for a in state["held"].tolist()])
 
         sim.handle("act", act)
@@ -500,7 +528,7 @@ class Study(Scenario):
         async def save() -> dict[str, Any]:
             """The run as data: a request in flight is saved once its reply is in."""
             if inspect.isawaitable(state["asked"]):
-                state["asked"] = np.asarray(await state["asked"], np.int32)
+                state["asked"] = np.asarray(await state["asked"], dtype)
             return {
                 "world": engine.leaves(state["world"]),
                 "last": state["last"],
