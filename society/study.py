@@ -38,6 +38,12 @@ functions of the parameters): rules return a number, learned agents' actions in 
 scaled to ``[low, high]`` (they learn from the unscaled one), an LLM agent's reply is the
 first of its ``reply``'s fields that is not text, clipped to the bounds; a failed call gives
 ``fallback`` (NaN unless told: the study's ``step`` decides what NaN means).
+
+Prompts beyond a template: ``render(fields, p) -> str`` writes one LLM agent's prompt from
+its observation ``fields`` (Python scalars, lists for trailing axes) and ``fields["replies"]``,
+the last valid reply (a dict) of each LLM agent of the replicate, by agent (e.g. what rivals
+said); the prompt is then all an agent is shown (no memory appended). ``system`` may be a
+function of the parameters.
 """
 
 from __future__ import annotations
@@ -116,6 +122,7 @@ class Study(Scenario):
         return lifecycle.grow(world, capacity)
 
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
+    render = None  # optional render(fields, p) -> one LLM agent's prompt (module docstring)
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
 
     def horizon(self, config: Any) -> tuple[float, str]:
@@ -334,7 +341,7 @@ class Study(Scenario):
         from society.driver import drive
         from society.population import uses_llm
 
-        if uses_llm(cfg, self._agents(cfg, ctx)) and not type(self).prompt:
+        if uses_llm(cfg, self._agents(cfg, ctx)) and not (type(self).prompt or type(self).render):
             raise ConfigError(
                 f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)"
             )
@@ -365,8 +372,16 @@ class Study(Scenario):
         obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
         features = list(type(self).features) or (sorted(obs) if isinstance(obs, dict) else [])
         Choice, to_action, answer = self._reply(cfg)
-        prompt = type(self).prompt
-        system = {"system_prompt": type(self).system} if type(self).system else {}
+        prompt, render, system = type(self).prompt, type(self).render, type(self).system
+        system = {"system_prompt": system(cfg) if callable(system) else system} if system else {}
+        if render is not None:  # the rendered prompt is all an agent sees: no memory appended
+            system["memory_size"] = 0
+
+        def rendered(c: Any) -> Any:
+            if render is not None:
+                c.template = lambda fields: render({**fields, "replies": c.replies}, cfg)
+            return c
+
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
@@ -374,10 +389,10 @@ class Study(Scenario):
                 actions="continuous" if isinstance(acts, Continuous) else len(acts.choices),
                 key=ctx.rng.key("learned", r),
             ),
-            "llm": lambda a: LLMCohort(
+            "llm": lambda a: rendered(LLMCohort(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
                 template=prompt(cfg) if callable(prompt) else prompt, **system,
-            ),
+            )),
         }  # fmt: skip
 
     def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
