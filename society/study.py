@@ -25,7 +25,9 @@ first world with twice the capacity (``grow``), so the rows do not depend on the
 
 Optional, for any study: a reporter may return an array, its rows labelled by ``axes[name]``
 (one label per trailing axis, e.g. ``("task",)``; agent reporters' axes after ``agent``, and
-their rows carry the agent's kind as ``cohort`` when ``labels`` has it); a ``record_every``
+their rows carry the agent's kind as ``cohort`` when ``labels`` has it;
+``axis_labels[axis]`` names an axis's positions, default their index; a NaN on such an
+axis is no row); a ``record_every``
 parameter keeps the rows of every k-th step (and the last); ``due(world, p)`` is the mask
 of agents whose choice counts this step (LLM agents are asked and agents learn only then);
 ``prompt`` may be a function of the parameters returning the template, ``system`` is the LLM
@@ -90,6 +92,7 @@ class Study(Scenario):
     reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
     features: ClassVar[tuple[str, ...]] = ()  # learned agents' observation fields (default: all)
     axes: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # labels of a reporter's trailing axes
+    axis_labels: ClassVar[Mapping[str, tuple]] = {}  # an axis's positions' names (default: index)
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
     checkpointing = True
@@ -241,7 +244,15 @@ class Study(Scenario):
             if "cohort" in self.labels:
                 labels["cohort"] = np.asarray(kinds, object)[at[0], at[1]]
             rep = at[0]
-        ctx.recorder.record(time, name, v.ravel(), replicate=np.asarray(reps)[rep], **labels)
+        names, v = type(self).axis_labels, v.ravel()
+        labels = {
+            a: np.asarray(names[a], object)[i] if a in names else i for a, i in labels.items()
+        }
+        if axes and np.isnan(v).any():  # no rows for NaN (e.g. a kind absent from a replicate)
+            keep = ~np.isnan(v)
+            time = time[keep] if np.ndim(time) else time
+            v, rep, labels = v[keep], rep[keep], {a: x[keep] for a, x in labels.items()}
+        ctx.recorder.record(time, name, v, replicate=np.asarray(reps)[rep], **labels)
 
     def _finish(
         self,
