@@ -46,6 +46,12 @@ its observation ``fields`` (Python scalars, lists for trailing axes) and ``field
 the last valid reply (a dict) of each LLM agent of the replicate, by agent (e.g. what rivals
 said); the prompt is then all an agent is shown (no memory appended). ``system`` may be a
 function of the parameters.
+
+Headline values beyond the reporters' last: ``summary(world, p) -> {name: value}`` of the last
+world of a replicate (e.g. means over the run the world accumulated). Agents' kinds in the
+world: if ``init`` returns a world with a ``"kind"`` entry (int per agent), the framework
+fills it with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0 (rule agents only:
+as ``init`` left it).
 """
 
 from __future__ import annotations
@@ -126,6 +132,7 @@ class Study(Scenario):
 
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
     render = None  # optional render(fields, p) -> one LLM agent's prompt (module docstring)
+    summary = None  # optional summary(world, p) -> {name: value}: headline values, last world
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
 
     def horizon(self, config: Any) -> tuple[float, str]:
@@ -178,6 +185,8 @@ class Study(Scenario):
                 _COMPILED[key] = jax.jit(f["observe"])
             elif what == "due":
                 _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
+            elif what == "summary":
+                _COMPILED[key] = jax.jit(jax.vmap(partial(cls.summary, p=cfg)))
             elif what == "agents":
                 _COMPILED[key] = jax.jit(
                     jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None))
@@ -270,7 +279,11 @@ class Study(Scenario):
                 if kinds is None:  # rule agents only
                     kinds = np.full(v.shape[:2], "rules", object)
                 self._rows(ctx, name, float(cfg.steps), v, reps, kinds)
-        return {name: np.asarray(last[name]) for name in self.headline if name in last}
+        out = {name: np.asarray(last[name]) for name in self.headline if name in last}
+        if type(self).summary is not None:  # headline values of the last world's own
+            extra = self._compiled(cfg, "summary")(world)
+            out |= {name: np.asarray(v, np.float64) for name, v in extra.items()}
+        return out
 
     def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
         """Rule agents only: compiled chunks of steps over a whole batch of replicates, one
@@ -539,6 +552,9 @@ class Study(Scenario):
             state["world"] = jax.tree_util.tree_map(
                 lambda x: x[0], self._compiled(cfg, "init")(key[None])
             )
+            if isinstance(state["world"], dict) and "kind" in state["world"]:  # agents' kinds
+                code = (kinds == "learned") + 2 * (kinds == "llm")
+                state["world"]["kind"] = jnp.asarray(code, state["world"]["kind"].dtype)
             sim.at(0.0, act, 0, name="act")
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
