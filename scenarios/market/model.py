@@ -49,8 +49,8 @@ from scenarios.market.dynamics import (
     total,
 )
 from sim_core.experiment import plot_metrics
-from society.cohorts.rules import mix_counts
 from society.fields import KINDS
+from society.mix import parse_weights
 from society.study import Continuous, Study
 
 HEADLINE = ("price_volatility", "consumer_welfare", "fraud_rate")
@@ -61,6 +61,20 @@ def by_kind(x, w):
     """The mean of ``x`` (per firm) over the firms of each kind (NaN: none of that kind)."""
     of = (w["kind"][:, None] == jnp.arange(len(KINDS))).astype(jnp.float32)
     return total(x[:, None] * of) / total(of)
+
+
+def strategy(w, p):
+    """Each rule firm's strategy (an index in ``RULES``): the ``strategies`` mix counted by
+    largest remainder over the rule firms (as ``parse_mix``), in the random order ``w["u"]``."""
+    mix = parse_weights(p.strategies, RULES, "strategies")
+    rule = w["kind"] == 0
+    exact = jnp.array(list(mix.values())) / sum(mix.values()) * rule.sum()
+    counts = jnp.floor(exact)
+    order = jnp.argsort(-(exact - counts), stable=True)  # the rest to the largest remainders
+    counts = counts + (jnp.argsort(order) < rule.sum() - counts.sum())
+    rank = jnp.argsort(jnp.argsort(jnp.where(rule, w["u"], 2.0)))
+    at = jnp.searchsorted(jnp.cumsum(counts), rank, side="right")
+    return jnp.array([RULES.index(s) for s in mix] + [0])[at]
 
 
 def render(o, p):
@@ -118,14 +132,8 @@ class Market(Study):
     def init(key, p):
         f, n = p.population, p.listings()
         k_values, k_rules, k_warm = jax.random.split(key, 3)
-        counts = mix_counts(p.strategies, f)
-        rules = jnp.repeat(
-            jnp.array([RULES.index(s) for s in counts]),
-            jnp.array(list(counts.values())),
-            total_repeat_length=f,
-        )
         w = {"values": jax.random.uniform(k_values, (p.consumers,), minval=p.value_min, maxval=p.value_max),
-             "strategy": jax.random.permutation(k_rules, rules), "kind": jnp.zeros(f, jnp.int32),
+             "u": jax.random.uniform(k_rules, (f,)), "kind": jnp.zeros(f, jnp.int32),
              "price": jnp.full(n, p.initial_price, jnp.float32), "rating_sum": jnp.zeros(n), "rating_n": jnp.zeros(n),
              "index": jnp.zeros(p.steps + 1).at[0].set(p.initial_price), "t": jnp.int32(0),
              "sums": {k: jnp.zeros(f if k in ("price", "profit") else ()) for k in SUMS}}  # fmt: skip
@@ -143,7 +151,7 @@ class Market(Study):
         full = lambda x: jnp.broadcast_to(x, (f, *jnp.shape(x)))  # noqa: E731
         return {"cost": full(jnp.float32(p.unit_cost)), "my_price": mine, "sold_frac": w["sales"][:f] / p.capacity,
                 "min_rival": others.min(1) if n > 1 else mine, "index": full(index), "price_ratio": mine / p.unit_cost,
-                "index_ratio": full(index / p.unit_cost), "strategy": w["strategy"], "firm": jnp.arange(f),
+                "index_ratio": full(index / p.unit_cost), "strategy": strategy(w, p), "firm": jnp.arange(f),
                 "period": full(w["t"] + 1), "hist": w["hist"], "prices": full(w["price"]), "ratings": full(rating)}  # fmt: skip
 
     def step(key, w, act, p):
