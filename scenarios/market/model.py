@@ -42,6 +42,7 @@ import pandas as pd
 from scenarios.market import prompts
 from scenarios.market.config import RULES, MarketConfig
 from scenarios.market.dynamics import (
+    crashes,
     firm_price,
     perceived_quality,
     period,
@@ -159,9 +160,7 @@ class Market(Study):
         honest = jnp.where(jnp.isnan(act), w["price"][:f], jnp.clip(act, 0.0, p.max_price))
         market, out = period(key, w, honest, p, rate=True)
         index, prev = total(out["price"]) / f, w["index"][w["t"]]
-        out["crash"] = ((index < (1.0 - p.crash_drop) * prev) | (index < p.unit_cost)).astype(
-            jnp.float32
-        )
+        out["crash"] = crashes(index[None], prev, p.crash_drop, p.unit_cost)[0] * 1.0
         now = jnp.stack([out["price"], out["sales"], out["profit"]], -1)[:, None]
         sums = {k: w["sums"][k] + out[k] for k in SUMS}
         return {**w, **market, "t": t, "index": w["index"].at[t].set(index), "sums": sums,
