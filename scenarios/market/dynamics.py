@@ -177,15 +177,12 @@ def period(key, w, honest, p, rate: bool):
     ``reentry_rating`` re-enter fresh. Returns the world's market part and the period's tallies."""
     f, n, c = p.population, p.listings(), p.consumers
     fraud = jnp.arange(n) >= f
-    true_q, cost = (
-        jnp.where(fraud, p.sybil_quality, p.quality),
-        jnp.where(fraud, p.sybil_cost, p.unit_cost),
-    )
+    true_q, cost = jnp.where(fraud, p.sybil_quality, p.quality), jnp.where(fraud, p.sybil_cost, p.unit_cost)  # fmt: skip
     sybil = jnp.maximum(p.sybil_discount * w["price"][:f].min(), p.sybil_cost)
     price = jnp.concatenate([honest, jnp.full(n - f, sybil)]).astype(jnp.float32)
     rated = lambda rs, rn: perceived_quality(p.quality, rs, rn, p.rating_prior, p.ratings)  # noqa: E731
     k_slot, k_shop = jax.random.split(key)
-    slot = jax.random.randint(k_slot, (c,), 0, p.arrivals)
+    slot = jax.random.randint(k_slot, (c,), 0, p.arrivals) if p.arrivals > 1 else 0
 
     def moment(carry, j):
         stock, rs, rn, sales, surplus = carry
@@ -196,13 +193,7 @@ def period(key, w, honest, p, rate: bool):
         rs, rn = (rs + s * true_q, rn + s) if rate else (rs, rn)
         return (stock - out["sales"], rs, rn, sales + s, surplus + out["surplus"]), None
 
-    carry = (
-        jnp.full(n, p.capacity, jnp.int32),
-        w["rating_sum"],
-        w["rating_n"],
-        jnp.zeros(n),
-        jnp.zeros(c),
-    )
+    carry = (jnp.full(n, p.capacity, jnp.int32), w["rating_sum"], w["rating_n"], jnp.zeros(n), jnp.zeros(c))  # fmt: skip
     if p.arrivals == 1:
         carry = moment(carry, 0)[0]
     else:

@@ -83,13 +83,11 @@ def render(o, p):
     f, t, m = o["firm"], o["period"], p.llm_memory
     hist = [(s, *o["hist"][m - t + s]) for s in range(max(0, t - m), t)]
 
-    def text(j):
-        said = o["replies"].get(j, {}).get("listing") if j < p.population else None
-        listing = prompts.SYBIL_LISTING if j >= p.population else prompts.HONEST_LISTING
-        return (
-            " ".join(str(said).split())[: prompts.MAX_LISTING_CHARS]
-            if said
-            else listing.format(q=p.quality)
+    def text(j):  # an LLM firm's last listing, else the listing its kind starts with
+        if said := o["replies"].get(j, {}).get("listing"):
+            return " ".join(str(said).split())[: prompts.MAX_LISTING_CHARS]
+        return (prompts.SYBIL_LISTING if j >= p.population else prompts.HONEST_LISTING).format(
+            q=p.quality
         )
 
     return prompts.firm_prompt(
