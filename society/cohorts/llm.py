@@ -148,7 +148,7 @@ class LLMCohort(Cohort):
         for i, (p, c) in enumerate(zip(pos.tolist(), completions, strict=True)):
             choice = c.parsed if c.parsed is not None else self.fallback
             if c.parsed is not None:
-                self.replies[int(agents[i])] = c.parsed.model_dump()
+                self.replies[int(agents[i])] = c.parsed.model_dump(mode="json")
             self.failures += int(not c.ok)
             self.degenerate += int(c.degenerate is not None)
             actions[i] = self.to_action(choice)
