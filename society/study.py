@@ -25,13 +25,33 @@ first world with twice the capacity (``grow``), so the rows do not depend on the
 
 Optional, for any study: a reporter may return an array, its rows labelled by ``axes[name]``
 (one label per trailing axis, e.g. ``("task",)``; agent reporters' axes after ``agent``, and
-their rows carry the agent's kind as ``cohort`` when ``labels`` has it); a ``record_every``
+their rows carry the agent's kind as ``cohort`` when ``labels`` has it;
+``axis_labels[axis]`` names an axis's positions, default their index; a NaN on such an
+axis is no row); a ``record_every``
 parameter keeps the rows of every k-th step (and the last); ``due(world, p)`` is the mask
 of agents whose choice counts this step (LLM agents are asked and agents learn only then);
 ``prompt`` may be a function of the parameters returning the template, ``system`` is the LLM
 agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
 action (a bool or an index; default: a choice among the ``actions``' names), and
 ``features`` the observation fields learned agents see (default: all).
+
+Real-valued actions: ``actions = Continuous(low, high, rule=...)`` (bounds numbers or
+functions of the parameters): rules return a number, learned agents' actions in (0, 1) are
+scaled to ``[low, high]`` (they learn from the unscaled one), an LLM agent's reply is the
+first of its ``reply``'s fields that is not text, clipped to the bounds; a failed call gives
+``fallback`` (NaN unless told: the study's ``step`` decides what NaN means).
+
+Prompts beyond a template: ``render(fields, p) -> str`` writes one LLM agent's prompt from
+its observation ``fields`` (Python scalars, lists for trailing axes) and ``fields["replies"]``,
+the last valid reply (a dict) of each LLM agent of the replicate, by agent (e.g. what rivals
+said); the prompt is then all an agent is shown (no memory appended). ``system`` may be a
+function of the parameters.
+
+Headline values beyond the reporters' last: ``summary(world, p) -> {name: value}`` of the last
+world of a replicate (e.g. means over the run the world accumulated). Agents' kinds in the
+world: if ``init`` returns a world with a ``"kind"`` entry (int per agent), the framework
+fills it with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0 (rule agents only:
+as ``init`` left it).
 """
 
 from __future__ import annotations
@@ -54,10 +74,10 @@ from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
 from sim_core.rng import tag
 from sim_core.scheduler import Scheduler
-from sim_core.study import Discrete, Reporter
+from sim_core.study import Continuous, Discrete, Reporter
 from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_every
 
-__all__ = ["Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
+__all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
 
 _COMPILED: dict[tuple, Any] = {}  # (study, params, what) -> compiled function
 _CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
@@ -72,12 +92,13 @@ class Study(Scenario):
 
     Params: ClassVar[type] = StudyParams
     unit: ClassVar[str] = "step"
-    actions: ClassVar[Discrete | None] = None
+    actions: ClassVar[Discrete | Continuous | None] = None
     prompt: ClassVar[Any] = ""  # LLM agents: a str.format template over one agent's observation
     system: ClassVar[str] = ""  # LLM agents' system prompt (default: the cohort's)
     reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
     features: ClassVar[tuple[str, ...]] = ()  # learned agents' observation fields (default: all)
     axes: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # labels of a reporter's trailing axes
+    axis_labels: ClassVar[Mapping[str, tuple]] = {}  # an axis's positions' names (default: index)
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
     checkpointing = True
@@ -110,6 +131,8 @@ class Study(Scenario):
         return lifecycle.grow(world, capacity)
 
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
+    render = None  # optional render(fields, p) -> one LLM agent's prompt (module docstring)
+    summary = None  # optional summary(world, p) -> {name: value}: headline values, last world
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
 
     def horizon(self, config: Any) -> tuple[float, str]:
@@ -162,6 +185,8 @@ class Study(Scenario):
                 _COMPILED[key] = jax.jit(f["observe"])
             elif what == "due":
                 _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
+            elif what == "summary":
+                _COMPILED[key] = jax.jit(jax.vmap(partial(cls.summary, p=cfg)))
             elif what == "agents":
                 _COMPILED[key] = jax.jit(
                     jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None))
@@ -228,7 +253,15 @@ class Study(Scenario):
             if "cohort" in self.labels:
                 labels["cohort"] = np.asarray(kinds, object)[at[0], at[1]]
             rep = at[0]
-        ctx.recorder.record(time, name, v.ravel(), replicate=np.asarray(reps)[rep], **labels)
+        names, v = type(self).axis_labels, v.ravel()
+        labels = {
+            a: np.asarray(names[a], object)[i] if a in names else i for a, i in labels.items()
+        }
+        if axes and np.isnan(v).any():  # no rows for NaN (e.g. a kind absent from a replicate)
+            keep = ~np.isnan(v)
+            time = time[keep] if np.ndim(time) else time
+            v, rep, labels = v[keep], rep[keep], {a: x[keep] for a, x in labels.items()}
+        ctx.recorder.record(time, name, v, replicate=np.asarray(reps)[rep], **labels)
 
     def _finish(
         self,
@@ -246,7 +279,11 @@ class Study(Scenario):
                 if kinds is None:  # rule agents only
                     kinds = np.full(v.shape[:2], "rules", object)
                 self._rows(ctx, name, float(cfg.steps), v, reps, kinds)
-        return {name: np.asarray(last[name]) for name in self.headline if name in last}
+        out = {name: np.asarray(last[name]) for name in self.headline if name in last}
+        if type(self).summary is not None:  # headline values of the last world's own
+            extra = self._compiled(cfg, "summary")(world)
+            out |= {name: np.asarray(v, np.float64) for name, v in extra.items()}
+        return out
 
     def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
         """Rule agents only: compiled chunks of steps over a whole batch of replicates, one
@@ -328,7 +365,7 @@ class Study(Scenario):
         from society.driver import drive
         from society.population import uses_llm
 
-        if uses_llm(cfg, self._agents(cfg, ctx)) and not type(self).prompt:
+        if uses_llm(cfg, self._agents(cfg, ctx)) and not (type(self).prompt or type(self).render):
             raise ConfigError(
                 f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)"
             )
@@ -358,24 +395,35 @@ class Study(Scenario):
         acts, f = type(self).actions, self._bound(cfg)
         obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
         features = list(type(self).features) or (sorted(obs) if isinstance(obs, dict) else [])
-        Choice, to_action, answer = self._reply()
-        prompt = type(self).prompt
-        system = {"system_prompt": type(self).system} if type(self).system else {}
+        Choice, to_action, answer = self._reply(cfg)
+        prompt, render, system = type(self).prompt, type(self).render, type(self).system
+        system = {"system_prompt": system(cfg) if callable(system) else system} if system else {}
+        if render is not None:  # the rendered prompt is all an agent sees: no memory appended
+            system["memory_size"] = 0
+
+        def rendered(c: Any) -> Any:
+            if render is not None:
+                c.template = lambda fields: render({**fields, "replies": c.replies}, cfg)
+            return c
+
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
-                "learned", a, features=features, actions=len(acts.choices), learning_rate=cfg.learning_rate,
+                "learned", a, features=features, learning_rate=cfg.learning_rate,
+                actions="continuous" if isinstance(acts, Continuous) else len(acts.choices),
                 key=ctx.rng.key("learned", r),
             ),
-            "llm": lambda a: LLMCohort(
+            "llm": lambda a: rendered(LLMCohort(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
                 template=prompt(cfg) if callable(prompt) else prompt, **system,
-            ),
+            )),
         }  # fmt: skip
 
-    def _reply(self) -> tuple[Any, Any, Any]:
+    def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
         acts, reply = type(self).actions, type(self).reply
+        if isinstance(acts, Continuous):
+            return self._number_reply(acts, reply, cfg)
         if reply is None:
             Choice = create_model(
                 f"{type(self).__name__}Choice",
@@ -385,6 +433,20 @@ class Study(Scenario):
                     lambda a: Choice(choice=acts.choices[a]))  # fmt: skip
         field = next(iter(reply.model_fields))
         return reply, lambda m: int(getattr(m, field)), lambda a: reply(**{field: a})
+
+    def _number_reply(self, acts: Continuous, reply: Any, cfg: Any) -> tuple[Any, Any, Any]:
+        """A real-valued action: the reply's first field that is not text, clipped to the
+        bounds (other fields: text, e.g. a reason; the fallback leaves them empty)."""
+        if reply is None:
+            reply = create_model(
+                f"{type(self).__name__}Number", value=(float, Field(description="your number"))
+            )
+        fields = reply.model_fields
+        field = next((n for n, f in fields.items() if f.annotation is not str), next(iter(fields)))
+        text = {n: "" for n in fields if n != field}
+        low, high = acts.bounds(cfg)
+        return (reply, lambda m: float(np.clip(float(getattr(m, field)), low, high)),
+                lambda a: reply.model_construct(**text, **{field: a}))  # fmt: skip
 
     async def _cohort_replicate(
         self, cfg: Any, ctx: RunContext, r: int, client: Any
@@ -409,18 +471,20 @@ class Study(Scenario):
         late = getattr(cfg, "llm_latency", 0) and "llm" in [c.name for c in pop.cohorts]
         slow = pop.cohort("llm").agents if late else ids[:0]
         fast = np.setdiff1d(ids, slow)
-        state["held"] = np.full(slow.size, type(self).actions.fallback if late else 0, np.int32)
+        acts = type(self).actions
+        dtype = np.float32 if isinstance(acts, Continuous) else np.int32  # an index or a number
+        state["held"] = np.full(slow.size, acts.fallback if late else 0, dtype)
         state["asked"] = None  # the request in flight: a task, or its reply restored as data
         state["earned"] = np.zeros(slow.size)  # LLM agents' rewards while their choice held
         # act_every: a kind decides every K steps and holds its last choice in between
         every = parse_every(getattr(cfg, "act_every", None))
-        state["choice"] = np.full(ids.size, type(self).actions.fallback, np.int32)
+        state["choice"] = np.full(ids.size, acts.fallback, dtype)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
             obs = observe(state["world"])
             k_act, _ = engine.step_keys(key, t)
-            actions = np.full(ids.size, type(self).actions.fallback, np.int32)
+            actions = np.full(ids.size, acts.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
             due = np.ones(ids.size, bool)
             if type(self).due is not None:  # LLM agents not due are not asked
@@ -432,6 +496,11 @@ class Study(Scenario):
             asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
             whole = asked.size == ids.size
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
+            raw = actions.copy()  # what the cohorts chose: learned agents learn from it
+            if isinstance(acts, Continuous):  # learned agents' (0, 1) scaled to the bounds
+                low, high = acts.bounds(cfg)
+                learned = asked[kinds[asked] == "learned"]
+                actions[learned] = low + raw[learned] * (high - low)
             if late:
                 if state["asked"] is None and t + cfg.llm_latency < cfg.steps:
                     llm = pop.cohort("llm")
@@ -448,7 +517,7 @@ class Study(Scenario):
                 pop.learn(
                     learners,
                     obs if learners.size == ids.size else rows(learners),
-                    actions[learners],
+                    raw[learners],
                     np.asarray(rewards)[learners],
                     jax.random.fold_in(learn_key, t),
                 )
@@ -470,12 +539,10 @@ class Study(Scenario):
             it, then the new choice, which holds from now on (memories change only here, so
             however long the calls took, the next prompts are the same)."""
             asked, state["asked"] = state["asked"], None
-            llm, answer = pop.cohort("llm"), self._reply()[2]
+            llm, answer = pop.cohort("llm"), self._reply(cfg)[2]
             llm.learn(slow, None, None, state["earned"], None)
             state["earned"] = np.zeros(slow.size)
-            state["held"] = np.asarray(
-                await asked if inspect.isawaitable(asked) else asked, np.int32
-            )
+            state["held"] = np.asarray(await asked if inspect.isawaitable(asked) else asked, dtype)
             llm.remember(slow, [answer(a) for a in state["held"].tolist()])
 
         sim.handle("act", act)
@@ -485,6 +552,9 @@ class Study(Scenario):
             state["world"] = jax.tree_util.tree_map(
                 lambda x: x[0], self._compiled(cfg, "init")(key[None])
             )
+            if isinstance(state["world"], dict) and "kind" in state["world"]:  # agents' kinds
+                code = (kinds == "learned") + 2 * (kinds == "llm")
+                state["world"]["kind"] = jnp.asarray(code, state["world"]["kind"].dtype)
             sim.at(0.0, act, 0, name="act")
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
@@ -500,7 +570,7 @@ class Study(Scenario):
         async def save() -> dict[str, Any]:
             """The run as data: a request in flight is saved once its reply is in."""
             if inspect.isawaitable(state["asked"]):
-                state["asked"] = np.asarray(await state["asked"], np.int32)
+                state["asked"] = np.asarray(await state["asked"], dtype)
             return {
                 "world": engine.leaves(state["world"]),
                 "last": state["last"],

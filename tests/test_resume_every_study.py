@@ -24,6 +24,7 @@ SMALL = {  # a few steps of a small world each (what the test is about is the fr
     "division-of-labour": {"population": 12, "steps": 4, "average_from": 1},
     "elo-league": {"league": 4, "games": 2, "eval_games": 4, "steps": 4},
     "learning-aware-ipd": {"learners": 4, "steps": 4},
+    "market": {"population": 3, "consumers": 20, "steps": 4},
     "schelling": {"width": 6, "height": 6, "steps": 4},
     "social-network": {"population": 40, "steps": 4},
     "wolf-sheep": {"width": 8, "height": 8, "initial_sheep": 10, "initial_wolves": 4, "steps": 4},
@@ -67,7 +68,8 @@ def _killed_and_resumed(tmp_path: Path, monkeypatch, name: str, config: dict, **
 
 @pytest.mark.parametrize("name", STUDIES)
 def test_a_killed_rule_run_resumes_to_the_same_rows(tmp_path: Path, monkeypatch, name: str) -> None:
-    _killed_and_resumed(tmp_path, monkeypatch, name, SMALL[name])
+    rules = {"agents": "rules"} if "agents" in scenarios.get(name).Params.model_fields else {}
+    _killed_and_resumed(tmp_path, monkeypatch, name, {**SMALL[name], **rules})
 
 
 @pytest.mark.parametrize("name", CHOOSE)
