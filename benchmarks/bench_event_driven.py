@@ -2,8 +2,9 @@
 
 - epidemic: transitions as scheduled batched events (periods=drawn) against per-step coin
   flips (periods=chain);
-- market: consumers arriving at 5 moments of a period as batched events (arrivals=5)
-  against one clearing per period (arrivals=1); 5 clearings do more work by design.
+- market: consumers arriving at 5 moments of a period (arrivals=5, moments of the period's
+  compiled step) against one clearing per period (arrivals=1); 5 clearings do more work by
+  design.
 
     python benchmarks/bench_event_driven.py            # N = 1e4, 1e5
     python benchmarks/bench_event_driven.py --quick    # N = 1e4 only

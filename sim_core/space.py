@@ -1,5 +1,6 @@
 """Grids as a topology a world holds: neighbourhood sums and counts, random neighbour cells,
-and moves to empty cells with the semantics of Mesa's sequential moves, all vectorised.
+moves to empty cells and onto resources with the semantics of Mesa's sequential moves, all
+vectorised.
 
 A :class:`Grid` is static (a frozen, hashable description: size, torus, neighbourhood,
 radius), so studies pass it into compiled code freely. Cells are flat integer ids
@@ -14,6 +15,8 @@ machines, the shifts win up to radius 3 at 1e4-1e6 cells; both are exact.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, partial
 from typing import Literal
@@ -99,23 +102,27 @@ class Grid:
     # -- cell arrays ----------------------------------------------------------------------
     def neighbour_sum(self, values: jax.Array) -> jax.Array:
         """Sum of ``values`` (shape ``(width, height, ...)``) over each cell's neighbours."""
-        values = jnp.asarray(values)
+        return sum(self._around(jnp.asarray(values), 0)[1:])
+
+    def _around(self, values: jax.Array, fill: float) -> list[jax.Array]:
+        """``values`` at each cell itself, then at each neighbourhood offset from it (cell
+        arrays; ``fill`` off a bounded grid and, on a hex grid, in rows where that offset is
+        not a neighbour)."""
         r, w, h = self.radius, self.width, self.height
         if self.torus:
             shifted = lambda dx, dy: jnp.roll(values, (-dx, -dy), axis=(0, 1))  # noqa: E731
-        else:  # zeros outside the grid
-            pad = jnp.pad(values, ((r, r), (r, r)) + ((0, 0),) * (values.ndim - 2))
+        else:
+            pad = jnp.pad(
+                values, ((r, r), (r, r)) + ((0, 0),) * (values.ndim - 2), constant_values=fill
+            )
             shifted = lambda dx, dy: pad[r + dx : r + dx + w, r + dy : r + dy + h]  # noqa: E731
         even, odd = self.row_offsets
-        if even == odd:
-            return sum(shifted(dx, dy) for dx, dy in self.offsets)
-        # hex: an offset both row parities share is added everywhere, the others on their rows
         row = (jnp.arange(h) % 2).reshape((1, -1) + (1,) * (values.ndim - 2))
-        total = 0
-        for off in self.offsets:
+        out = [values]
+        for off in self.offsets:  # hex: an offset of one row parity only is masked elsewhere
             v = shifted(*off)
-            total = total + (v if off in even and off in odd else v * (row == (off in odd)))
-        return total
+            out.append(v if off in even and off in odd else jnp.where(row == (off in odd), v, fill))
+        return out
 
     def neighbour_count(self, occupied: jax.Array) -> jax.Array:
         """Number of occupied neighbours of each cell (``occupied``: booleans per cell)."""
@@ -150,6 +157,79 @@ class Grid:
         pick = jnp.argmax(score, axis=1)
         take = lambda a: jnp.take_along_axis(a, pick[:, None], axis=1)[:, 0]  # noqa: E731
         return self.cell(take(nx), take(ny))
+
+    def around(self, cell: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Each agent's neighbouring cells, then its own: ``(agents, K + 1)`` cells, and
+        whether each is on the grid (always on a torus; off a bounded grid, a cell id that
+        must not be used)."""
+        x, y = self.xy(cell)
+        off = jnp.asarray([(*o, (0, 0)) for o in self.row_offsets], jnp.int32)[y % 2]
+        nx, ny = x[:, None] + off[..., 0], y[:, None] + off[..., 1]
+        inside = (nx >= 0) & (nx < self.width) & (ny >= 0) & (ny < self.height)
+        if self.torus:
+            return self.cell(nx % self.width, ny % self.height), jnp.ones(nx.shape, bool)
+        return self.cell(jnp.clip(nx, 0, self.width - 1), jnp.clip(ny, 0, self.height - 1)), inside
+
+    def take_turns(
+        self,
+        turn: jax.Array,
+        cand: jax.Array,
+        ok: jax.Array,
+        acting: jax.Array,
+        u: jax.Array,
+        full: jax.Array,
+        take: Callable[[jax.Array, jax.Array], jax.Array],
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Mesa's sequential moves onto a resource: every ``acting`` agent, lowest ``turn``
+        first (ties by slot), moves to one of its candidate cells ``cand`` (:meth:`around`)
+        allowed by ``ok``, uniformly by ``u`` among those whose resource ``full`` (a flat
+        cell array) is above 0, if any, else among all allowed; there it ``take(full,
+        cells)``s what it finds (a sheep eats the grass, a wolf one sheep). Returns (cells,
+        took, full after). Exact and vectorised: an agent depends on earlier ones only
+        through the resources of its candidate cells, so each round every agent first in
+        turn at all of its own acts; once few are left, the rounds run over those alone."""
+        n, m = turn.shape[0], max(turn.shape[0] // 8, 1)
+        ok = jnp.broadcast_to(ok, cand.shape)
+
+        def first_near(turn, slot, cell, pending):
+            """Per cell, the slot of the pending agent first in turn on it or around it."""
+            shape = (self.width, self.height)
+            at = jnp.where(pending, cell, self.cells)
+            first = jnp.full(self.cells, _LAST).at[at].min(turn, mode="drop")
+            tied = pending & (first.at[cell].get(mode="fill", fill_value=_LAST) == turn)
+            least = (
+                jnp.full(self.cells, _LAST)
+                .at[jnp.where(tied, cell, self.cells)]
+                .min(slot, mode="drop")
+            )
+            firsts = self._around(first.reshape(shape), _LAST)
+            best = functools.reduce(jnp.minimum, firsts)
+            pick = zip(firsts, self._around(least.reshape(shape), _LAST), strict=True)
+            return functools.reduce(
+                jnp.minimum, [jnp.where(f == best, s, _LAST) for f, s in pick]
+            ).ravel()
+
+        def round_(a, s):
+            turn, slot, cand, ok, u = a
+            pending, full, to, took = s
+            want = ok & (full[cand] > 0)
+            first = first_near(turn, slot, cand[:, -1], pending)[cand]
+            go = pending & ~(want & (first != slot[:, None])).any(1)
+            new = _choose(cand, jnp.where(want.any(1, keepdims=True), want, ok), u)
+            eat = go & (full[new] > 0)
+            to, took = jnp.where(go, new, to), took | eat
+            return pending & ~go, take(full, jnp.where(eat, new, full.shape[0])), to, took
+
+        a = (turn, jnp.arange(n), cand, ok, u)
+        s = (acting, full, cand[:, -1], jnp.zeros(n, bool))
+        s = jax.lax.while_loop(lambda s: s[0].sum() > m, partial(round_, a), s)
+        few = jnp.nonzero(s[0], size=m, fill_value=n)[0]  # the pending, by slot
+        part = lambda x: x.at[few].get(mode="fill", fill_value=0)  # noqa: E731
+        b = tuple(map(part, a[:1])) + (few,) + tuple(map(part, a[2:]))
+        t = jax.lax.while_loop(
+            lambda t: t[0].any(), partial(round_, b), (few < n, s[1], part(s[2]), part(s[3]))
+        )
+        return s[2].at[few].set(t[2], mode="drop"), s[3].at[few].set(t[3], mode="drop"), t[1]
 
     def move_to_empty(
         self, key: jax.Array, cell: jax.Array, moving: jax.Array, alive: jax.Array
@@ -194,6 +274,18 @@ class Grid:
             return free, pending & ~go, new
 
         return jax.lax.while_loop(lambda s: s[1].any(), round_, (empties, moving, cell))[2]
+
+
+_LAST = 2**31 - 1
+
+
+def _choose(cand: jax.Array, pool: jax.Array, u: jax.Array) -> jax.Array:
+    """A uniform choice (``u``) of each row's candidates in ``pool``, without a gather."""
+    k = (u * pool.sum(1)).astype(jnp.int32)
+    before = [sum(pool[:, i].astype(jnp.int32) for i in range(j)) for j in range(pool.shape[1])]
+    return sum(
+        jnp.where(pool[:, j] & (before[j] == k), cand[:, j], 0) for j in range(pool.shape[1])
+    )
 
 
 def shuffle(key: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:

@@ -59,25 +59,29 @@ class Discrete:
 
 @dataclass(frozen=True)
 class Continuous:
-    """Agents choose a real number in ``[low, high]`` each step.
+    """Agents choose a real number in ``[low, high]`` each step (either bound a number or a
+    function of the parameters, e.g. ``lambda p: p.max_price``).
 
-    ``rule(obs, p)`` returns one agent's number (vectorised as for :class:`Discrete`); an LLM
-    agent's reply field is a float clipped to ``[low, high]``; a learned agent's policy gives
-    a number in (0, 1), which the study scales (e.g. by the world's ``kind``: see
-    ``society.study``). ``fallback`` is what an LLM agent does when its call fails."""
+    ``rule(obs, p)`` is the rule agents' number from one agent's observation, vectorised as
+    :class:`Discrete`'s; learned agents' actions in (0, 1) are scaled to ``[low, high]``; an
+    LLM agent's reply is a float, clipped to ``[low, high]``; ``fallback`` (default NaN) is
+    what an LLM agent does when its call fails (a study may read NaN as "as before")."""
 
-    low: float = 0.0
-    high: float = 1.0
+    low: float | Callable[[Any], float]
+    high: float | Callable[[Any], float]
     rule: Callable[[Mapping[str, Any], Any], Any] | None = None
-    fallback: float = 0.0
-    dtype = np.float32
+    fallback: float = float("nan")
+
+    def bounds(self, p: Any) -> tuple[float, float]:
+        """``(low, high)`` for the parameters ``p``."""
+        return tuple(float(b(p) if callable(b) else b) for b in (self.low, self.high))
 
     def vectorised_rule(self, p: Any) -> Callable[[Pytree], jax.Array]:
-        """``obs (leading agent axis) -> actions``: the rule over every agent at once."""
+        """``obs (leading agent axis) -> actions`` (float32): the rule over every agent."""
         if self.rule is None:
             raise ValueError("this study's actions have no rule: rule agents cannot play it")
         rule = self.rule
-        return jax.vmap(lambda o: jnp.asarray(rule(o, p), jnp.float32))
+        return jax.vmap(lambda o: jnp.asarray(rule(o, p)).astype(jnp.float32))
 
 
 def step_keys(key: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:

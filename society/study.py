@@ -25,33 +25,42 @@ first world with twice the capacity (``grow``), so the rows do not depend on the
 
 Optional, for any study: a reporter may return an array, its rows labelled by ``axes[name]``
 (one label per trailing axis, e.g. ``("task",)``; agent reporters' axes after ``agent``, and
-their rows carry the agent's kind as ``cohort`` when ``labels`` has it); a ``record_every``
+their rows carry the agent's kind as ``cohort`` when ``labels`` has it;
+``axis_labels[axis]`` names an axis's positions, default their index; a NaN on such an
+axis is no row); a ``record_every``
 parameter keeps the rows of every k-th step (and the last); ``due(world, p)`` is the mask
 of agents whose choice counts this step (LLM agents are asked and agents learn only then);
 ``prompt`` may be a function of the parameters returning the template, ``system`` is the LLM
 agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
 action (a bool or an index; default: a choice among the ``actions``' names), and
-``features`` the observation fields learned agents see (default: all); ``length(p)`` the
-run's steps when they are not ``p.steps`` (e.g. ``episodes * steps``), and ``done(world,
-p)`` whether the step ended an episode: then learned agents learn from each of the episode's
-decisions with the sum of their rewards over it (REINFORCE's return), not step by step.
+``features`` the observation fields learned agents see (default: all).
 
-A world (a dict) with a ``kind`` entry, one int per agent (``init`` gives zeros, as for rule
-agents), has it filled with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0.
-``summary(world, p) -> {name: value}`` adds headline values computed from the last world.
-Scalar reporters named in ``sparse`` make no rows where they are NaN (e.g. an episode's
-values, known only at its end).
-``render(fields, p)`` is an LLM agent's prompt from its observation fields (Python values,
-lists for array fields) when a template is not enough: the user message, or a (system, user)
-pair; no memory is appended. With ``talk(fields, p)`` (the same form), the due LLM agents of
-a replicate first post one message each, ``Post``; ``render`` sees this step's posts as the
-field ``messages``, a list of (agent, text), and they are written to ``messages.jsonl``
-(``talk`` gives None: the agent posts nothing).
+Real-valued actions: ``actions = Continuous(low, high, rule=...)`` (bounds numbers or
+functions of the parameters): rules return a number, learned agents' actions in (0, 1) are
+scaled to ``[low, high]`` (they learn from the unscaled one), an LLM agent's reply is the
+first of its ``reply``'s fields that is not text, clipped to the bounds; a failed call gives
+``fallback`` (NaN unless told: the study's ``step`` decides what NaN means).
 
-``actions`` may be ``Continuous(low, high)``, a real number per agent: a rule returns a
-float, an LLM agent's ``reply`` has the number as its last field (earlier ones, e.g. a
-reason, come first), clipped to ``[low, high]``; a learned agent's policy gives a number in
-(0, 1) that ``step`` scales (the world's ``kind`` tells which agents are learned).
+Prompts beyond a template: ``render(fields, p) -> str`` writes one LLM agent's prompt from
+its observation ``fields`` (Python scalars, lists for trailing axes) and ``fields["replies"]``,
+the last valid reply (a dict) of each LLM agent of the replicate, by agent (e.g. what rivals
+said); the prompt is then all an agent is shown (no memory appended). ``system`` may be a
+function of the parameters.
+
+Episodes: ``length(p)`` is the run's steps when they are not ``p.steps`` (e.g. ``episodes *
+steps``); ``done(world, p)`` says a step ended an episode: learned agents then learn from each
+of the episode's decisions with the sum of their rewards over it (REINFORCE's return), not
+step by step. Talk: with ``talk(fields, p) -> str`` (None: silent) the due LLM agents of a
+replicate first post one message each (``Post``), which ``render`` sees as ``fields
+["messages"]`` (a list of (agent, text)), cut to the parameter ``message_chars`` when there is
+one, and written to ``messages.jsonl`` (checkpointed). LLM agents of replicate ``r`` draw
+sample ``r``. ``render`` and ``talk`` may also give a (system, user) pair. Scalar reporters named in ``sparse`` make no rows where they are NaN.
+
+Headline values beyond the reporters' last: ``summary(world, p) -> {name: value}`` of the last
+world of a replicate (e.g. means over the run the world accumulated). Agents' kinds in the
+world: if ``init`` returns a world with a ``"kind"`` entry (int per agent), the framework
+fills it with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0 (rule agents only:
+as ``init`` left it).
 """
 
 from __future__ import annotations
@@ -76,7 +85,7 @@ from sim_core.experiment import RunContext, Scenario
 from sim_core.rng import tag
 from sim_core.scheduler import Scheduler
 from sim_core.study import Continuous, Discrete, Reporter
-from society.fields import KINDS, ModelAgentsParams, ModelParams, StudyParams, parse_every
+from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_every
 
 __all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
 
@@ -99,6 +108,7 @@ class Study(Scenario):
     reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
     features: ClassVar[tuple[str, ...]] = ()  # learned agents' observation fields (default: all)
     axes: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # labels of a reporter's trailing axes
+    axis_labels: ClassVar[Mapping[str, tuple]] = {}  # an axis's positions' names (default: index)
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
     sparse: ClassVar[tuple[str, ...]] = ()  # scalar reporters whose NaN values make no rows
@@ -132,11 +142,11 @@ class Study(Scenario):
         return lifecycle.grow(world, capacity)
 
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
+    render = None  # optional render(fields, p) -> one LLM agent's prompt (module docstring)
+    summary = None  # optional summary(world, p) -> {name: value}: headline values, last world
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
     done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
-    summary = None  # optional summary(world, p) -> {name: value}: extra headline values
-    render = None  # optional render(fields, p) -> an LLM agent's prompt (instead of ``prompt``)
     talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
 
     def horizon(self, config: Any) -> tuple[float, str]:
@@ -232,7 +242,7 @@ class Study(Scenario):
             for i, time in enumerate(at.tolist()):
                 for name, v in kept.items():
                     ok = ~np.isnan(v[:, i]) if name in type(self).sparse else slice(None)
-                    ctx.recorder.record(float(time), name, v[ok, i], replicate=np.asarray(reps)[ok])
+                    ctx.recorder.record(time, name, v[ok, i], replicate=np.asarray(reps)[ok])
             return last
         if kept and at.size and all(v.ndim == 2 for v in kept.values()):  # scalars: one call
             names = np.asarray(list(kept), dtype=object)
@@ -268,7 +278,15 @@ class Study(Scenario):
             if "cohort" in self.labels:
                 labels["cohort"] = np.asarray(kinds, object)[at[0], at[1]]
             rep = at[0]
-        ctx.recorder.record(time, name, v.ravel(), replicate=np.asarray(reps)[rep], **labels)
+        names, v = type(self).axis_labels, v.ravel()
+        labels = {
+            a: np.asarray(names[a], object)[i] if a in names else i for a, i in labels.items()
+        }
+        if axes and np.isnan(v).any():  # no rows for NaN (e.g. a kind absent from a replicate)
+            keep = ~np.isnan(v)
+            time = time[keep] if np.ndim(time) else time
+            v, rep, labels = v[keep], rep[keep], {a: x[keep] for a, x in labels.items()}
+        ctx.recorder.record(time, name, v, replicate=np.asarray(reps)[rep], **labels)
 
     def _finish(
         self,
@@ -287,8 +305,9 @@ class Study(Scenario):
                     kinds = np.full(v.shape[:2], "rules", object)
                 self._rows(ctx, name, float(self._steps(cfg)), v, reps, kinds)
         out = {name: np.asarray(last[name]) for name in self.headline if name in last}
-        if type(self).summary is not None:  # extra headline values from the last world
-            out.update({k: np.asarray(v) for k, v in self._compiled(cfg, "summary")(world).items()})
+        if type(self).summary is not None:  # headline values of the last world's own
+            extra = self._compiled(cfg, "summary")(world)
+            out |= {name: np.asarray(v, np.float64) for name, v in extra.items()}
         return out
 
     def _run_fused(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
@@ -311,8 +330,9 @@ class Study(Scenario):
         return out
 
     def _fused_batch(self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, size: int) -> dict:
-        steps = self._steps(cfg)
-        if size == steps and ctx.checkpoints.path is None:  # one compiled call, no clock needed
+        if (
+            size == self._steps(cfg) and ctx.checkpoints.path is None
+        ):  # one compiled call, no clock needed
             seed, stream = np.uint32(ctx.seed), np.uint32(tag("world"))
             world, values = self._fitted(
                 cfg, lambda cap: self._compiled(cfg, "whole", size, cap)(seed, stream, reps)
@@ -378,8 +398,9 @@ class Study(Scenario):
             )
 
         async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
-            done = await self._cohort_replicate(cfg, ctx, int(reps[0]), client)
-            return done, float(self._steps(cfg))
+            return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(
+                self._steps(cfg)
+            )
 
         return drive(
             cfg,
@@ -403,39 +424,34 @@ class Study(Scenario):
         acts, f = type(self).actions, self._bound(cfg)
         obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
         features = list(type(self).features) or (sorted(obs) if isinstance(obs, dict) else [])
-        Choice, to_action, answer = self._reply()
-        prompt = type(self).prompt
-        system = {"system_prompt": type(self).system} if type(self).system else {}
+        Choice, to_action, answer = self._reply(cfg)
+        prompt, render, system = type(self).prompt, type(self).render, type(self).system
+        system = {"system_prompt": system(cfg) if callable(system) else system} if system else {}
+        if render is not None:  # the rendered prompt is all an agent sees: no memory appended
+            system["memory_size"] = 0
+
+        def rendered(c: Any) -> Any:
+            if render is not None:
+                c.posts = []  # this step's messages (``talk``)
+                c.template = lambda fields: render(
+                    {**fields, "replies": c.replies, "messages": c.posts}, cfg
+                )
+                c.messages = lambda agent, pos, fields: _chat(c.template(fields), c)
+            return c
+
         return {
             "rules": lambda a: RuleCohort("rules", a, "rule", strategies={"rule": f["strategy"]}),
             "learned": lambda a: LearnedCohort(
-                "learned", a, features=features, lr=cfg.learning_rate,
-                actions=len(acts.choices) if isinstance(acts, Discrete) else "continuous",
+                "learned", a, features=features, learning_rate=cfg.learning_rate,
+                actions="continuous" if isinstance(acts, Continuous) else len(acts.choices),
                 key=ctx.rng.key("learned", r),
             ),
-            "llm": lambda a: (LLMCohort if type(self).render is None else self._rendered())(
+            "llm": lambda a: rendered(LLMCohort(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
                 template=prompt(cfg) if callable(prompt) else prompt, **system,
                 sample_of=lambda agent: r,  # replicates draw apart (the client merges same samples)
-                **({} if type(self).render is None else {"memory_size": 0, "render": partial(type(self).render, p=cfg)}),
-            ),
+            )),
         }  # fmt: skip
-
-    @staticmethod
-    def _rendered() -> type:
-        """LLM agents whose prompt is the study's ``render(fields, p)``: a user message, or a
-        (system, user) pair; ``fields`` has the step's posts as ``messages`` (see ``talk``)."""
-        from society.cohorts import LLMCohort
-
-        class Rendered(LLMCohort):
-            def __init__(self, *args: Any, render: Any, **kw: Any) -> None:
-                super().__init__(*args, **kw)
-                self.render, self.posts = render, []
-
-            def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict]:
-                return _chat(self.render(fields={**fields, "messages": self.posts}), self)
-
-        return Rendered
 
     async def _talk(
         self, cfg: Any, ctx: RunContext, r: int, t: int, llm: Any, agents: Any, obs: Any
@@ -461,7 +477,7 @@ class Study(Scenario):
                         cohort="llm",
                     )
                 )
-        agents = np.asarray([r.agent for r in requests], np.int64)
+        agents = np.asarray([q.agent for q in requests], np.int64)
         done = await llm.client.complete_many(requests) if requests else []
         cut = getattr(cfg, "message_chars", None)
         said = [
@@ -475,13 +491,11 @@ class Study(Scenario):
                     for a, m in llm.posts
                 )
 
-    def _reply(self) -> tuple[Any, Any, Any]:
+    def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
         acts, reply = type(self).actions, type(self).reply
-        if isinstance(acts, Continuous):  # the reply's last field, a float within the bounds
-            field = list(reply.model_fields)[-1]
-            return (reply, lambda m: float(np.clip(getattr(m, field), acts.low, acts.high)),
-                    lambda a: reply.model_construct(**{field: float(a)}))  # fmt: skip
+        if isinstance(acts, Continuous):
+            return self._number_reply(acts, reply, cfg)
         if reply is None:
             Choice = create_model(
                 f"{type(self).__name__}Choice",
@@ -491,6 +505,20 @@ class Study(Scenario):
                     lambda a: Choice(choice=acts.choices[a]))  # fmt: skip
         field = next(iter(reply.model_fields))
         return reply, lambda m: int(getattr(m, field)), lambda a: reply(**{field: a})
+
+    def _number_reply(self, acts: Continuous, reply: Any, cfg: Any) -> tuple[Any, Any, Any]:
+        """A real-valued action: the reply's first field that is not text, clipped to the
+        bounds (other fields: text, e.g. a reason; the fallback leaves them empty)."""
+        if reply is None:
+            reply = create_model(
+                f"{type(self).__name__}Number", value=(float, Field(description="your number"))
+            )
+        fields = reply.model_fields
+        field = next((n for n, f in fields.items() if f.annotation is not str), next(iter(fields)))
+        text = {n: "" for n in fields if n != field}
+        low, high = acts.bounds(cfg)
+        return (reply, lambda m: float(np.clip(float(getattr(m, field)), low, high)),
+                lambda a: reply.model_construct(**text, **{field: a}))  # fmt: skip
 
     async def _cohort_replicate(
         self, cfg: Any, ctx: RunContext, r: int, client: Any
@@ -515,20 +543,21 @@ class Study(Scenario):
         late = getattr(cfg, "llm_latency", 0) and "llm" in [c.name for c in pop.cohorts]
         slow = pop.cohort("llm").agents if late else ids[:0]
         fast = np.setdiff1d(ids, slow)
-        dtype = getattr(type(self).actions, "dtype", np.int32)  # Continuous: float32
-        state["held"] = np.full(slow.size, type(self).actions.fallback if late else 0, dtype)
+        acts = type(self).actions
+        dtype = np.float32 if isinstance(acts, Continuous) else np.int32  # an index or a number
+        state["held"] = np.full(slow.size, acts.fallback if late else 0, dtype)
         state["asked"] = None  # the request in flight: a task, or its reply restored as data
         state["earned"] = np.zeros(slow.size)  # LLM agents' rewards while their choice held
         # act_every: a kind decides every K steps and holds its last choice in between
         every = parse_every(getattr(cfg, "act_every", None))
-        state["choice"] = np.full(ids.size, type(self).actions.fallback, dtype)
+        state["choice"] = np.full(ids.size, acts.fallback, dtype)
         state["decisions"], state["return"] = [], np.zeros(ids.size)  # episodes (``done``)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
             obs = observe(state["world"])
             k_act, _ = engine.step_keys(key, t)
-            actions = np.full(ids.size, type(self).actions.fallback, dtype)
+            actions = np.full(ids.size, acts.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
             due = np.ones(ids.size, bool)
             if type(self).due is not None:  # LLM agents not due are not asked
@@ -543,6 +572,11 @@ class Study(Scenario):
             if type(self).talk is not None and "llm" in kinds:  # LLM agents post, then choose
                 await self._talk(cfg, ctx, r, t, pop.cohort("llm"), talkers, rows(talkers))
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
+            raw = actions.copy()  # what the cohorts chose: learned agents learn from it
+            if isinstance(acts, Continuous):  # learned agents' (0, 1) scaled to the bounds
+                low, high = acts.bounds(cfg)
+                learned = asked[kinds[asked] == "learned"]
+                actions[learned] = low + raw[learned] * (high - low)
             if late:
                 if state["asked"] is None and t + cfg.llm_latency < self._steps(cfg):
                     llm = pop.cohort("llm")
@@ -561,13 +595,13 @@ class Study(Scenario):
                     pop.learn(
                         learners,
                         seen,
-                        actions[learners],
+                        raw[learners],
                         np.asarray(rewards)[learners],
                         jax.random.fold_in(learn_key, t),
                     )
                 else:  # episodes: each decision learns from the episode's return at its end
                     seen = jax.tree_util.tree_map(np.asarray, seen)
-                    state["decisions"].append((learners, seen, actions[learners]))
+                    state["decisions"].append((learners, seen, raw[learners]))
                     state["return"] = state["return"] + np.asarray(rewards)
                     if bool(self._compiled(cfg, "done")(state["world"])):
                         for k, (a, o, x) in enumerate(state["decisions"]):
@@ -592,7 +626,7 @@ class Study(Scenario):
             it, then the new choice, which holds from now on (memories change only here, so
             however long the calls took, the next prompts are the same)."""
             asked, state["asked"] = state["asked"], None
-            llm, answer = pop.cohort("llm"), self._reply()[2]
+            llm, answer = pop.cohort("llm"), self._reply(cfg)[2]
             llm.learn(slow, None, None, state["earned"], None)
             state["earned"] = np.zeros(slow.size)
             state["held"] = np.asarray(await asked if inspect.isawaitable(asked) else asked, dtype)
@@ -606,22 +640,21 @@ class Study(Scenario):
             state["world"] = jax.tree_util.tree_map(
                 lambda x: x[0], self._compiled(cfg, "init")(key[None])
             )
-            if isinstance(state["world"], dict) and "kind" in state["world"]:
-                code = np.asarray([KINDS.index(k) for k in kinds])  # 0 rules, 1 learned, 2 llm
-                kind = jnp.asarray(code, state["world"]["kind"].dtype)
-                state["world"] = {**state["world"], "kind": kind}
+            if isinstance(state["world"], dict) and "kind" in state["world"]:  # agents' kinds
+                code = (kinds == "learned") + 2 * (kinds == "llm")
+                state["world"]["kind"] = jnp.asarray(code, state["world"]["kind"].dtype)
             sim.at(0.0, act, 0, name="act")
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
             state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
-            state["decisions"] = [tuple(d) for d in saved.get("decisions", [])]
-            state["return"] = np.asarray(saved.get("return", state["return"]))
             state["held"], state["asked"], state["earned"] = (
                 saved["held"],
                 saved["asked"],
                 saved["earned"],
             )
             state["choice"] = saved.get("choice", state["choice"])
+            state["decisions"] = [tuple(d) for d in saved.get("decisions", [])]
+            state["return"] = np.asarray(saved.get("return", state["return"]))
             if talked is not None and talked.exists():  # lines after the checkpoint go
                 with talked.open("r+b") as fh:
                     fh.truncate(int(saved.get("talked", 0)))

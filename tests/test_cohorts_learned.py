@@ -43,7 +43,7 @@ def run(cohort: LearnedCohort, steps: int, reward, obs=None, key=KEY) -> list[fl
 
 
 def test_reinforce_each_agent_learns_its_own_bandit():
-    c = bandit(rule="reinforce", lr=0.05)
+    c = bandit(rule="reinforce", learning_rate=0.05)
     best = jnp.asarray(np.arange(N) % 2)  # half the agents have arm 1 better, half arm 0
 
     def reward(a, k):  # means 1.0 vs 0.5, noise sd 0.5
@@ -66,7 +66,7 @@ OBS = {"x": jnp.ones(N)}
 
 
 def test_reinforce_continuous_mlp_moves_towards_target():
-    c = mlp(lr=0.05)
+    c = mlp(learning_rate=0.05)
     obs = OBS
     means = run(c, 100, lambda a, k: -((a - 0.8) ** 2), obs)
     a = np.concatenate([np.asarray(c.act(c.agents, obs, jax.random.key(i))) for i in range(4)])
@@ -77,7 +77,7 @@ def test_reinforce_continuous_mlp_moves_towards_target():
 
 
 def test_es_improves_centre_policy():
-    c = bandit(rule="es", sigma=0.5, es_lr=0.1, evolve_every=5)
+    c = bandit(rule="es", sigma=0.5, es_learning_rate=0.1, evolve_every=5)
     assert p_arm1(c.center["params"]) == pytest.approx(0.5)
     means = run(c, 100, lambda a, k: (a == 1).astype(jnp.float32))
     # 20 generations of 64 samples; seeded outcome 0.97. A random walk of the centre would
@@ -207,8 +207,8 @@ def test_state_dict_round_trip():
     with pytest.raises(ValueError, match="config"):
         c.load_state_dict({**sd, "config": {**sd["config"], "hidden": [3]}})
 
-    e = bandit(rule="es", sigma=0.5, es_lr=0.1)  # as in the ES test: shared compilations
-    f = bandit(rule="es", sigma=0.5, es_lr=0.1, key=5)
+    e = bandit(rule="es", sigma=0.5, es_learning_rate=0.1)  # as in the ES test: shared compilations
+    f = bandit(rule="es", sigma=0.5, es_learning_rate=0.1, key=5)
     f.load_state_dict(e.state_dict())
     for x in (e, f):
         x.evolve(KEY, fitness=np.linspace(0, 1, N))
@@ -257,8 +257,8 @@ def test_bad_input():
         LearnedCohort("x", np.arange(3), rule=["ga", "social"])
     with pytest.raises(ValueError, match="'es' cannot be combined"):
         LearnedCohort("x", np.arange(3), rule=["reinforce", "es"])
-    with pytest.raises(ValueError, match="lr"):
-        LearnedCohort("x", np.arange(3), lr=-1.0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        LearnedCohort("x", np.arange(3), learning_rate=-1.0)
     c = bandit(rule="reinforce")
     with pytest.raises(ValueError, match="no population rule"):
         c.evolve(KEY)
@@ -267,6 +267,6 @@ def test_bad_input():
     with pytest.raises(ValueError, match="needs neighbours"):
         bandit(rule="social").evolve(KEY)
     with pytest.raises(ValueError, match="lack features"):
-        mlp(lr=0.05).act(np.arange(3), {"y": jnp.ones(3)}, KEY)
+        mlp(learning_rate=0.05).act(np.arange(3), {"y": jnp.ones(3)}, KEY)
     with pytest.raises(ValueError, match="fitness must have shape"):
         bandit(rule="ga").evolve(KEY, fitness=np.ones(3))

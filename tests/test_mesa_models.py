@@ -11,8 +11,12 @@ order below). Seeds are fixed, so the outcome is deterministic.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
+from conftest import lines_of_code
 
 import scenarios
 
@@ -62,6 +66,28 @@ def _similar(m) -> float:
         near = list(a.cell.get_neighborhood(radius=a.radius).agents)
         shares.append(sum(b.type == a.type for b in near) / len(near) if near else 0.0)
     return float(np.mean(shares))
+
+
+@pytest.mark.parametrize(
+    "ours, theirs",
+    [
+        ("boltzmann_wealth", "basic/boltzmann_wealth_model"),
+        ("schelling", "basic/schelling"),
+        ("wolf_sheep", "advanced/wolf_sheep"),
+        ("boid_flockers", "basic/boid_flockers"),
+    ],
+)
+def test_each_model_is_no_longer_than_mesas(ours: str, theirs: str) -> None:
+    """Code lines (no blanks, comments or docstrings) of our study, parameters included,
+    against Mesa's model.py and agents.py (its app.py draws the model; ours has none)."""
+    mine = sorted(
+        str(f.relative_to(Path(__file__).parents[1]))
+        for f in Path(__file__).parents[1].joinpath("scenarios", ours).glob("*.py")
+    )
+    home = Path(os.path.dirname(mesa.examples.__file__), theirs)
+    assert lines_of_code(*mine) <= lines_of_code(
+        *(str(home / f) for f in ("model.py", "agents.py"))
+    )
 
 
 def test_boltzmann_wealth_small_agrees_with_mesa() -> None:

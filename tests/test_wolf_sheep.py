@@ -13,6 +13,7 @@ import scenarios
 from scenarios.wolf_sheep import model as ws
 from scenarios.wolf_sheep.config import WolfSheepParams
 from sim_core import lifecycle
+from sim_core.space import Grid
 from society import study
 from society.study import ModelParams, Study
 
@@ -106,11 +107,18 @@ def _sequential(turn, cand, ok, acting, u, full, take):
     return to, took, full
 
 
-def test_turns_are_mesa_sequential_order_exactly() -> None:
+@pytest.mark.parametrize(
+    "grid",
+    [
+        Grid(6, 5, torus=True, neighbourhood="von_neumann"),  # wolf-sheep's
+        Grid(6, 5, neighbourhood="moore"),  # bounded: cells off the grid are never allowed
+        Grid(6, 6, torus=True, neighbourhood="hex"),
+    ],
+)
+def test_turns_are_mesa_sequential_order_exactly(grid: Grid) -> None:
     """Rounds of agents first at all their resource cells give what one agent at a time
     gives, draw for draw: sheep eating grass (a cell once), wolves eating sheep (a count);
     turns drawn from a few values, so that ties are broken by slot as in the model."""
-    p = WolfSheepParams(width=6, height=5)
     rng = np.random.default_rng(1)
 
     def eat(g, c):  # the model's takes, and the reference's (in place)
@@ -126,22 +134,24 @@ def test_turns_are_mesa_sequential_order_exactly() -> None:
         g[c] -= 1
 
     turns = jax.jit(
-        lambda *a, sheep: ws.take_turns(*a, eat if sheep else hunt, p), static_argnames="sheep"
+        lambda *a, sheep: grid.take_turns(*a, eat if sheep else hunt), static_argnames="sheep"
     )
     for trial in range(12):
         n = 40
-        cell = rng.integers(0, 30, n)
-        cand = np.asarray(ws.candidates(jnp.asarray(cell), p))
-        ok = rng.random((n, 5)) < 0.7
-        ok[:, 0] |= ~ok.any(1)
+        cell = rng.integers(0, grid.cells, n)
+        cand, inside = (np.asarray(x) for x in grid.around(jnp.asarray(cell)))
+        ok = (rng.random(cand.shape) < 0.7) & inside
+        ok[:, -1] |= ~ok.any(1)
         turn = rng.integers(0, 3 if trial % 2 else 2**31 - 1, n).astype(np.int32)
         acting, u = rng.random(n) < 0.8, rng.random(n).astype(np.float32)
         sheep = trial < 6
-        full = rng.random(30) < 0.5 if sheep else rng.integers(0, 3, 30).astype(np.int32)
-        given = ok if sheep else (np.arange(5) < 4)[None]  # wolves: one row for all, as the model
-        expect = _sequential(turn, cand, ok if sheep else np.broadcast_to(given, ok.shape), acting, u,
-                             full, eat_one if sheep else hunt_one)  # fmt: skip
-        got = turns(*(jnp.asarray(x) for x in (turn, cand, given, acting, u, full)), sheep=sheep)
+        full = (
+            rng.random(grid.cells) < 0.5
+            if sheep
+            else rng.integers(0, 3, grid.cells).astype(np.int32)
+        )
+        expect = _sequential(turn, cand, ok, acting, u, full, eat_one if sheep else hunt_one)
+        got = turns(*(jnp.asarray(x) for x in (turn, cand, ok, acting, u, full)), sheep=sheep)
         to, took, left = (np.asarray(x) for x in got)
         assert (
             (to[acting] == expect[0][acting]).all()

@@ -30,13 +30,10 @@ class BoltzmannWealth(Study):
     Params = BoltzmannWealthParams
     reporters = {"gini": lambda w, out: gini_jax(w["wealth"])}
     agent_reporters = {"wealth": lambda w, out: w["wealth"]}
-    headline = ("gini",)
 
     def init(key, p):
-        return {
-            "cell": jax.random.randint(key, (p.n,), 0, p.width * p.height),
-            "wealth": jnp.ones(p.n, jnp.int32),
-        }
+        cell = jax.random.randint(key, (p.n,), 0, p.width * p.height)
+        return {"cell": cell, "wealth": jnp.ones_like(cell)}
 
     def step(key, w, actions, p):
         k_order, k_move, k_pick = jax.random.split(key, 3)

@@ -135,7 +135,7 @@ class Commons(Study):
     name = "commons"
     unit = "month"
     labels = {"agent": int, "cohort": str}
-    actions = Continuous(0.0, float("inf"), rule=rule)
+    actions = Continuous(0.0, lambda p: p.capacity, rule=rule)  # learned: x K, a share x of S/N
     reply = prompts.Catch
     features = ("stock_norm", "time_norm")
     render, talk = staticmethod(render), staticmethod(talk)
@@ -179,7 +179,8 @@ class Commons(Study):
     def step(key, w, act, p):
         alive, stock = w["alive"], w["stock"]
         share = _f(stock, p) / p.population
-        asked = jnp.where(w["kind"] == KINDS.index("learned"), act * (stock / p.population), act)
+        learned = w["kind"] == KINDS.index("learned")
+        asked = jnp.where(learned, act / p.capacity * (stock / p.population), act)
         asked = jnp.where(alive & jnp.isfinite(asked) & (asked > 0), asked, 0.0)
         new, still, out = fish(stock, alive, asked, p.capacity, p.growth_rate,
                                p.collapse_threshold, doubling=p.regrowth == "doubling")  # fmt: skip

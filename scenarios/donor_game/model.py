@@ -169,7 +169,10 @@ class _Batch:
 
     def _learned(self, ids: np.ndarray) -> LearnedCohort:
         return reinforce_cohort(
-            ids, LEARNED_FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init")
+            ids,
+            LEARNED_FEATURES,
+            learning_rate=self.cfg.learning_rate,
+            key=self.ctx.rng.key("learned-init"),
         )
 
     def _llm(self, ids: np.ndarray) -> DonorLLMCohort:

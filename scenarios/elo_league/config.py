@@ -17,7 +17,7 @@ class EloLeagueParams(ModelParams):
     games: int = Field(4, ge=1, le=1000, description="games per pairing per step")
     rounds: int = Field(6, ge=1, le=1000, description="first games' rounds")
     max_rounds: int = Field(16, ge=1, le=1000, description="rounds at most")
-    lr: tuple[float, float] = Field((0.02, 2.0), description="learning rates' range")
+    learning_rates: tuple[float, float] = Field((0.02, 2.0), description="learning rates' range")
     entropy: float = Field(0.05, ge=0, le=10, description="exploration bonus")
     k_factor: float = Field(8.0, gt=0, le=400, description="Elo K per game")
     init_scale: float = Field(1.0, ge=0, le=100, description="standard deviation of initial logits")

@@ -84,9 +84,9 @@ class EloLeague(Study):
     headline = ("best_vs_rules", "rating_rank_correlation", "mean_vs_rules")
 
     def init(key, p):
-        lo, hi = jnp.log(jnp.array(p.lr))
+        lo, hi = jnp.log(jnp.array(p.learning_rates))
         return {"logits": p.init_scale * jax.random.normal(key, (p.league * 24,)).reshape(-1, 6, 4),
-                "lr": jnp.exp(lo + (hi - lo) * draws(jax.random.fold_in(key, 1), p.league)),
+                "learning_rate": jnp.exp(lo + (hi - lo) * draws(jax.random.fold_in(key, 1), p.league)),
                 "rating": jnp.full(p.league, 1000.0), "games": jnp.zeros(p.league, jnp.int32)}  # fmt: skip
 
     def step(key, w, actions, p):
@@ -102,6 +102,6 @@ class EloLeague(Study):
         rating = r.at[i].add(p.k_factor * adv.sum(1)).at[j].add(-p.k_factor * adv.sum(1))
         both, cat = jnp.concatenate([i, j]), jnp.concatenate  # each side learns from its moves
         grad = gradient(lg[both], cat([h, h]), cat([a, b]), mask, cat([adv, -adv]), bonus[both])
-        logits = lg.at[both].add(w["lr"][both, None, None] * grad)
+        logits = lg.at[both].add(w["learning_rate"][both, None, None] * grad)
         w = {**w, "logits": logits, "rating": rating, "games": w["games"] + p.games}
         return w, {"vs_rules": versus_rules(k_eval, logits, p), "length": length}

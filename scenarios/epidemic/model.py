@@ -417,7 +417,10 @@ class _Batch:
 
     def _learned(self, ids: np.ndarray) -> LearnedCohort:
         return reinforce_cohort(
-            ids, FEATURES, lr=self.cfg.learning_rate, key=self.ctx.rng.key("learned-init")
+            ids,
+            FEATURES,
+            learning_rate=self.cfg.learning_rate,
+            key=self.ctx.rng.key("learned-init"),
         )
 
     def _llm(self, ids: np.ndarray, system: str) -> Cohort:

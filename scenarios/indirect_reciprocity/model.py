@@ -262,7 +262,7 @@ class IndirectReciprocity(Scenario):
                         features=["partner_good"],
                         actions=2,
                         rule=cfg.learning,
-                        lr=cfg.learning_rate,
+                        learning_rate=cfg.learning_rate,
                         evolve_every=None if cfg.learning == "reinforce" else cfg.generation,
                         mutation=cfg.mutation,
                         key=ctx.rng.key("learned", int(r)),

@@ -111,8 +111,8 @@ class MarketConfig(SharedConfig):
         le=100,
         description="arrival moments per period: 1, every consumer shops at the period's clearing "
         "(in random order); k > 1, each consumer arrives at one of k moments of the period "
-        "(drawn uniformly), the arrivals of a moment shop together in one batched event and "
-        "their ratings count at once, so later arrivals see them within the period",
+        "(drawn uniformly), the arrivals of a moment shop together and their ratings count "
+        "at once, so later arrivals see them within the period",
     )
     crash_drop: float = Field(
         0.2,

@@ -11,18 +11,14 @@ one unit from the one with the highest perceived surplus ``v_i q^_j - p_j`` if t
 next-best listing of the consumers who come later.
 
 The consumer sequence is a ``lax.scan`` (compiled; no Python loop over consumers): each step
-is O(listings). Replicates are a leading axis, vmapped.
+is O(listings). :func:`period` is one period of one market (the model's ``step`` and its
+warm-up); the framework vmaps it over markets (replicates).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from functools import partial
-from typing import Any
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 NO_PURCHASE = -1
 
@@ -116,81 +112,97 @@ def draw_period(key: jax.Array, n_consumers: int, n_listings: int, visible: int 
     return order, mask
 
 
-@partial(jax.jit, static_argnames=("visible",))
-def market_period(keys, values, price, perceived, true_q, stock, *, visible: int | None):
-    """``clear_market`` for every replicate (leading axis), with the period's random draws."""
-
-    def one(key, v, p, q_hat, q, s):
-        order, mask = draw_period(key, v.shape[0], p.shape[0], visible)
-        return clear_market(v, order, mask, p, q_hat, q, s)
-
-    return jax.vmap(one)(keys, values, price, perceived, true_q, stock)
+def total(x) -> jax.Array:
+    """Sum over the leading axis in a fixed order (a scan): the same bits whether or not the
+    replicates are vmapped, which XLA's reductions are not."""
+    x = jnp.asarray(x)
+    return jax.lax.scan(lambda a, v: (a + v, None), jnp.zeros(x.shape[1:], x.dtype), x)[0]
 
 
-def perceived_quality(
-    claim: np.ndarray, rating_sum: np.ndarray, rating_n: np.ndarray, prior: float, ratings: bool
-) -> np.ndarray:
+def perceived_quality(claim, rating_sum, rating_n, prior: float, ratings: bool) -> jax.Array:
     """A listing's rating: ``(prior x claim + sum of delivered qualities) / (prior + units
     rated)``; without a rating system consumers believe the claim."""
     if not ratings:
-        return np.broadcast_to(np.asarray(claim, np.float64), np.shape(rating_sum)).copy()
+        return jnp.broadcast_to(jnp.asarray(claim, jnp.float32), jnp.shape(rating_sum))
     return (prior * claim + rating_sum) / (prior + rating_n)
 
 
-def reenter(fraud: np.ndarray, perceived: np.ndarray, threshold: float | None) -> np.ndarray:
+def reenter(fraud, perceived, threshold: float | None) -> jax.Array:
     """Sybil identities abandoned this period (rating below ``threshold``): they come back as
     fresh identities whose ratings restart from the claim."""
     if threshold is None:
-        return np.zeros_like(fraud, dtype=bool)
-    return fraud & (perceived < threshold)
+        return jnp.zeros(jnp.shape(fraud), bool)
+    return jnp.asarray(fraud) & (jnp.asarray(perceived) < threshold)
 
 
-def sybil_prices(
-    honest_prices: np.ndarray, n_sybil_listings: int, discount: float, floor: float
-) -> np.ndarray:
-    """Rule Sybil operators: ``discount`` x the lowest honest price of the last period, never
-    below their own cost; ``honest_prices`` is (replicates, firms)."""
-    p = np.maximum(discount * honest_prices.min(axis=1), floor)
-    return np.repeat(p[:, None], n_sybil_listings, axis=1)
+def price_volatility(index, periods=None) -> jax.Array:
+    """Std over periods of the log returns of the price index, ``std_t log(I_t / I_{t-1})``,
+    over the first ``periods`` (default all) of ``index`` (periods, ...), positive."""
+    r = jnp.diff(jnp.log(jnp.maximum(jnp.asarray(index), 1e-12)), axis=0)
+    n = jnp.shape(index)[0] if periods is None else periods
+    ok = (jnp.arange(r.shape[0]) < n - 1).reshape(-1, *[1] * (r.ndim - 1))
+    mean = total(jnp.where(ok, r, 0.0)) / (n - 1)
+    return jnp.sqrt(total(jnp.where(ok, (r - mean) ** 2, 0.0)) / (n - 1))
 
 
-def price_volatility(index: np.ndarray) -> np.ndarray:
-    """Std over periods of the log returns of the price index: ``std_t log(I_t / I_{t-1})``
-    per replicate (``index`` is (periods, replicates), positive)."""
-    r = np.diff(np.log(np.maximum(index, 1e-12)), axis=0)
-    return r.std(axis=0)
-
-
-def crashes(index: np.ndarray, start: np.ndarray, drop: float, cost: float) -> np.ndarray:
-    """Crash periods (periods, replicates): the index fell by more than ``drop`` since the
-    period before, or lies below unit cost. ``start`` (replicates,) is the index of the
-    warm-up period 0, so a fall from the initial price into period 1 counts too."""
-    prev = np.concatenate([np.asarray(start, np.float64)[None], index[:-1]], axis=0)
+def crashes(index, start, drop: float, cost: float) -> jax.Array:
+    """Crash periods (periods, ...): the index fell by more than ``drop`` since the period
+    before, or lies below unit cost. ``start`` is the index of the warm-up period 0, so a
+    fall from the initial price into period 1 counts too."""
+    index = jnp.asarray(index)
+    prev = jnp.concatenate([jnp.asarray(start, index.dtype)[None], index[:-1]], axis=0)
     return (index < (1.0 - drop) * prev) | (index < cost)
 
 
-# -- rule firms (strategies of a RuleCohort; prices as float32) ---------------------------------
-def cost_plus(obs: Mapping[str, jax.Array], keys: jax.Array, params: Mapping[str, Any]):
-    """Fixed markup over cost, whatever the market does."""
-    return (jnp.asarray(obs["cost"]) * (1.0 + params["markup"])).astype(jnp.float32)
+def firm_price(o, p) -> jax.Array:
+    """A rule firm's price from its observation, by its ``strategy``: cost-plus (a fixed
+    markup over cost), undercut (just below the cheapest rival, down to cost: Bertrand) or
+    adaptive (up after selling out, down after unsold stock, not below cost)."""
+    cost, mine = o["cost"], o["my_price"]
+    adapt = jnp.where(
+        o["sold_frac"] >= 1.0, mine * (1.0 + p.adapt_step), mine * (1.0 - p.adapt_step)
+    )
+    return jnp.select(
+        [o["strategy"] == 0, o["strategy"] == 1],
+        [cost * (1.0 + p.markup), jnp.maximum(o["min_rival"] - p.undercut_step * cost, cost)],
+        jnp.maximum(adapt, cost),
+    )
 
 
-def undercut(obs: Mapping[str, jax.Array], keys: jax.Array, params: Mapping[str, Any]):
-    """Just below the cheapest rival, down to cost (Bertrand price competition)."""
-    cost = jnp.asarray(obs["cost"])
-    target = jnp.asarray(obs["min_rival"]) - params["step"] * cost
-    return jnp.maximum(target, cost).astype(jnp.float32)
+def period(key, w, honest, p, rate: bool):
+    """One period of one market: the Sybils post ``sybil_discount`` x the lowest honest price of
+    the last period (not below their cost), consumers arrive at ``arrivals`` moments (each
+    consumer at one drawn uniformly) and shop from the stock left, seeing the ratings as they
+    are then (each moment's ratings count at once when ``rate``), then identities rated below
+    ``reentry_rating`` re-enter fresh. Returns the world's market part and the period's tallies."""
+    f, n, c = p.population, p.listings(), p.consumers
+    fraud = jnp.arange(n) >= f
+    true_q, cost = jnp.where(fraud, p.sybil_quality, p.quality), jnp.where(fraud, p.sybil_cost, p.unit_cost)  # fmt: skip
+    sybil = jnp.maximum(p.sybil_discount * w["price"][:f].min(), p.sybil_cost)
+    price = jnp.concatenate([honest, jnp.full(n - f, sybil)]).astype(jnp.float32)
+    rated = lambda rs, rn: perceived_quality(p.quality, rs, rn, p.rating_prior, p.ratings)  # noqa: E731
+    k_slot, k_shop = jax.random.split(key)
+    slot = jax.random.randint(k_slot, (c,), 0, p.arrivals) if p.arrivals > 1 else 0
 
+    def moment(carry, j):
+        stock, rs, rn, sales, surplus = carry
+        order, mask = draw_period(jax.random.fold_in(k_shop, j), c, n, p.visible)
+        v = jnp.where(slot == j, w["values"], 0.0)
+        out = clear_market(v, order, mask, price, rated(rs, rn), true_q, stock)
+        s = out["sales"].astype(jnp.float32)
+        rs, rn = (rs + s * true_q, rn + s) if rate else (rs, rn)
+        return (stock - out["sales"], rs, rn, sales + s, surplus + out["surplus"]), None
 
-def adaptive(obs: Mapping[str, jax.Array], keys: jax.Array, params: Mapping[str, Any]):
-    """Raise the price after selling out, lower it after unsold stock (not below cost)."""
-    cost = jnp.asarray(obs["cost"])
-    mine = jnp.asarray(obs["my_price"])
-    sold = jnp.asarray(obs["sold_frac"])
-    step = params["step"]
-    new = jnp.where(sold >= 1.0, mine * (1.0 + step), mine * (1.0 - step))
-    return jnp.maximum(new, cost).astype(jnp.float32)
-
-
-RULE_STRATEGIES = {"cost-plus": cost_plus, "undercut": undercut, "adaptive": adaptive}
-LEARNED_FEATURES = ("price_ratio", "sold_frac", "index_ratio")
+    carry = (jnp.full(n, p.capacity, jnp.int32), w["rating_sum"], w["rating_n"], jnp.zeros(n), jnp.zeros(c))  # fmt: skip
+    if p.arrivals == 1:
+        carry = moment(carry, 0)[0]
+    else:
+        carry = jax.lax.scan(moment, carry, jnp.arange(p.arrivals))[0]
+    _, rs, rn, sales, surplus = carry
+    gone = reenter(fraud, rated(rs, rn), p.reentry_rating)
+    profit = price * sales - cost * sales
+    tally = {"shown": total(jnp.where(fraud, rated(w["rating_sum"], w["rating_n"]), 0.0)) / (n - f),
+             "reentries": gone.sum(), "welfare": total(surplus) / c, "bought": sales.sum(),
+             "fraud": sales[f:].sum(), "price": price[:f], "profit": profit[:f], "sales": sales[:f]}  # fmt: skip
+    market = {"price": price, "sales": sales, "rating_sum": jnp.where(gone, 0.0, rs), "rating_n": jnp.where(gone, 0.0, rn)}  # fmt: skip
+    return market, tally

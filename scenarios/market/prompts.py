@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 MAX_LISTING_CHARS = 120
+HONEST_LISTING = "Standard product, quality {q:g}, ships today."  # until a firm writes its own
+SYBIL_LISTING = "Premium product, quality {q:g}, top rated, best price!"
 
 
 class FirmAction(BaseModel):

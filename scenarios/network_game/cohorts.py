@@ -67,7 +67,7 @@ def population_of(
         "rules": lambda ids: RuleCohort("rules", ids, parse_mix(cfg.strategies or "allc:1,alld:1", ids.size, rng)),
         "learned": lambda ids: LearnedCohort(
             "learned", ids, features=FEATURES, actions="continuous",
-            rule=cfg.learning, lr=cfg.learning_rate, beta=cfg.beta, neighbours=nb,
+            rule=cfg.learning, learning_rate=cfg.learning_rate, beta=cfg.beta, neighbours=nb,
             evolve_every=1 if cfg.learning == "social" else None,
             key=ctx.rng.key("learned-init", replicate),
         ),

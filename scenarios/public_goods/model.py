@@ -491,7 +491,7 @@ class _Batch:
     def _learned(self, stage: int, ids: np.ndarray) -> LearnedCohort:
         cfg = self.cfg
         common = dict(
-            actions="continuous", rule="reinforce", lr=cfg.learning_rate,
+            actions="continuous", rule="reinforce", learning_rate=cfg.learning_rate,
             key=self.ctx.rng.key(f"learned-init-{stage}"),
         )  # fmt: skip
         if stage == 1:

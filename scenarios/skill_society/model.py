@@ -174,7 +174,7 @@ class _Batch:
                 features=features,
                 actions=len(DOMAINS),
                 rule="reinforce",
-                lr=cfg.learning_rate,
+                learning_rate=cfg.learning_rate,
                 key=ctx.rng.key("learned"),
             )
         self.llm_pos = np.flatnonzero(self.kinds == "llm")

@@ -7,12 +7,9 @@ and eats a random sheep there. Eaten grass regrows ``grass_regrowth_time`` steps
 Exact in distribution, and vectorised: an agent's choice and meal depend on earlier agents
 only through the resource cells (grown grass, cells with sheep) among its candidate cells,
 so in each round every agent that is first in turn at all of its own resource cells acts
-(:func:`take_turns`): Mesa's sequential order, in as many rounds as its longest chain.
+(``Grid.take_turns``): Mesa's sequential order, in as many rounds as its longest chain.
 Agents are slots of a capacity that the framework grows (``sim_core.lifecycle``).
 """
-
-import functools
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -22,80 +19,9 @@ from sim_core import lifecycle
 from sim_core.space import Grid
 from society.study import Study
 
-LAST = 2**31 - 1
-
 
 def grid(p):
-    return Grid(
-        p.width, p.height, torus=True, neighbourhood="von_neumann"
-    )  # Mesa's, [height, width]
-
-
-def candidates(cell, p):
-    """Each agent's four neighbouring cells and its own: ``(agents, 5)``."""
-    g = grid(p)
-    x, y = g.xy(cell)
-    return jnp.stack(
-        [*(g.cell((x + dx) % p.width, (y + dy) % p.height) for dx, dy in g.offsets), cell], axis=1
-    )
-
-
-def least(turn, slot, cell, pending, p):
-    """Per cell, the slot of the pending agent first in turn (then by slot) among those on
-    it and its neighbours: the one that may take it next."""
-    g = grid(p)
-    at = jnp.where(pending, cell, g.cells)
-    first = jnp.full(g.cells, LAST).at[at].min(turn, mode="drop")
-    tied = pending & (first.at[cell].get(mode="fill", fill_value=LAST) == turn)
-    least = jnp.full(g.cells, LAST).at[jnp.where(tied, cell, g.cells)].min(slot, mode="drop")
-    shape, shifts = (p.width, p.height), [(0, 0), *g.offsets]
-    first, least = first.reshape(shape), least.reshape(shape)
-    best = functools.reduce(jnp.minimum, [jnp.roll(first, s, (0, 1)) for s in shifts])
-    pick = [
-        jnp.where(jnp.roll(first, s, (0, 1)) == best, jnp.roll(least, s, (0, 1)), LAST)
-        for s in shifts
-    ]
-    return functools.reduce(jnp.minimum, pick).ravel()
-
-
-def choose(cand, pool, u):
-    """A uniform choice (``u``) of each row's candidates in ``pool``, without a gather."""
-    k = (u * pool.sum(1)).astype(jnp.int32)
-    before = [sum(pool[:, i].astype(jnp.int32) for i in range(j)) for j in range(pool.shape[1])]
-    return sum(
-        jnp.where(pool[:, j] & (before[j] == k), cand[:, j], 0) for j in range(pool.shape[1])
-    )
-
-
-def take_turns(turn, cand, ok, acting, u, full, take, p):
-    """Agents in ``turn`` order each move to a candidate cell (``ok``), uniformly (``u``)
-    among those ``full`` if any, and ``take`` what is there: rounds in which every agent
-    first in turn at all its full candidate cells acts. Returns (cells, took, full).
-    Once few are left, the rounds run over those alone (an eighth of the slots)."""
-    n, m = turn.shape[0], max(turn.shape[0] // 8, 1)
-    ok = jnp.broadcast_to(ok, cand.shape)
-
-    def round_(a, s):
-        turn, slot, cand, ok, u = a
-        pending, full, to, took = s
-        want = ok & (full[cand] > 0)
-        first = least(turn, slot, cand[:, -1], pending, p)[cand]
-        go = pending & ~(want & (first != slot[:, None])).any(1)
-        new = choose(cand, jnp.where(want.any(1, keepdims=True), want, ok), u)
-        eat = go & (full[new] > 0)
-        to, took = jnp.where(go, new, to), took | eat
-        return pending & ~go, take(full, jnp.where(eat, new, full.shape[0])), to, took
-
-    a = (turn, jnp.arange(n), cand, ok, u)
-    s = (acting, full, cand[:, -1], jnp.zeros(n, bool))
-    s = jax.lax.while_loop(lambda s: s[0].sum() > m, partial(round_, a), s)
-    few = jnp.nonzero(s[0], size=m, fill_value=n)[0]  # the pending, by slot
-    part = lambda x: x.at[few].get(mode="fill", fill_value=0)  # noqa: E731
-    b = tuple(map(part, a[:1])) + (few,) + tuple(map(part, a[2:]))
-    t = jax.lax.while_loop(
-        lambda t: t[0].any(), partial(round_, b), (few < n, s[1], part(s[2]), part(s[3]))
-    )
-    return s[2].at[few].set(t[2], mode="drop"), s[3].at[few].set(t[3], mode="drop"), t[1]
+    return Grid(p.width, p.height, torus=True, neighbourhood="von_neumann")  # Mesa's
 
 
 def live(w, acting, to, took, gain, chance, u):
@@ -177,7 +103,8 @@ class WolfSheep(Study):
             lifecycle.uniform(bits[:, 2]),
         )
         grass = jnp.maximum(w["grass"] - p.grass, 0)  # regrowth events after the last step
-        cand = candidates(w["cell"], p)
+        g = grid(p)
+        cand = g.around(w["cell"])[0]
 
         sheep = w["alive"] & ~w["wolf"]
         wolves = (
@@ -188,7 +115,7 @@ class WolfSheep(Study):
         safe = ~wolves[cand[:, :4]]
         ok = jnp.concatenate([safe, ~safe.any(1, keepdims=True)], axis=1)  # none safe: it stays
         eat = lambda g, c: g.at[c].set(False, mode="drop")  # noqa: E731
-        to, took, left = take_turns(turn, cand, ok, sheep, u, (grass == 0).ravel(), eat, p)
+        to, took, left = g.take_turns(turn, cand, ok, sheep, u, (grass == 0).ravel(), eat)
         gone = (grass == 0) & ~left.reshape(grass.shape)  # regrows after the step T steps on
         w = {**w, "grass": jnp.where(gone, p.grass_regrowth_time + 1, grass)}
         w = live(w, sheep, to, took, p.sheep_gain_from_food, p.sheep_reproduce, breed)
@@ -199,9 +126,7 @@ class WolfSheep(Study):
         )
         hunt = lambda c, at: c.at[at].add(-1, mode="drop")  # noqa: E731
         ok = (jnp.arange(5) < 4)[None]
-        to, took, left = take_turns(
-            turn, cand, ok, wolf, u, count, hunt, p
-        )  # wolves have not moved
+        to, took, left = g.take_turns(turn, cand, ok, wolf, u, count, hunt)  # wolves: not moved
         prio = (bits[:, 3] >> 1).astype(jnp.int32)
         w = {**w, "alive": wolf | eaten(sheep, w["cell"], prio, count - left, cells)}
         return live(w, wolf, to, took, p.wolf_gain_from_food, p.wolf_reproduce, breed), None

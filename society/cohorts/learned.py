@@ -18,12 +18,12 @@ Learning rules (``rule``, one of them or ``reinforce`` plus one population rule)
 
 - ``reinforce``: within a lifetime. Each agent takes its own policy-gradient step on every
   :meth:`learn`, advantage = reward - a per-agent running mean of its rewards (EMA with rate
-  ``baseline_rate``), through an optax optimiser (default Adam(``lr``)) whose state is
+  ``baseline_rate``), through an optax optimiser (default Adam(``learning_rate``)) whose state is
   stacked per agent too.
 - ``es``: OpenAI-style evolution strategies. The cohort holds a centre policy; agent ``i``
   acts with ``centre + sigma * eps_i`` (antithetic pairs ``eps, -eps``). :meth:`evolve`
   moves the centre along ``sum_i F_i eps_i / (N sigma)`` with centred-rank fitness shaping
-  ``F`` (Adam(``es_lr``)) and draws fresh perturbations.
+  ``F`` (Adam(``es_learning_rate``)) and draws fresh perturbations.
 - ``ga``: truncation selection. The best ``elite_frac`` keep their policy; every other agent
   becomes a child of a random elite (with probability ``crossover`` a uniform crossover of
   two elites) plus Gaussian noise of std ``mutation``.
@@ -148,10 +148,10 @@ def _host_concat(a: Pytree, b: Pytree) -> Pytree:
 
 
 @lru_cache(maxsize=64)
-def _adam(lr: float) -> optax.GradientTransformation:
+def _adam(rate: float) -> optax.GradientTransformation:
     # One optimiser object per learning rate: the optimiser is a static argument of the
     # kernels, so cohorts with the same one share compilations (a memo, not mutable state).
-    return optax.adam(lr)
+    return optax.adam(rate)
 
 
 # Static description of a policy's input and output: ((feature, width), ...), continuous.
@@ -322,11 +322,11 @@ class LearnedCohort(Cohort):
         actions: int | str = 2,
         hidden: Sequence[int] = (),
         rule: str | Sequence[str] = "reinforce",
-        lr: float = 0.05,
+        learning_rate: float = 0.05,
         optimizer: optax.GradientTransformation | None = None,
         baseline_rate: float = 0.1,
         sigma: float = 0.1,
-        es_lr: float = 0.05,
+        es_learning_rate: float = 0.05,
         elite_frac: float = 0.2,
         mutation: float = 0.02,
         crossover: float = 0.0,
@@ -355,12 +355,12 @@ class LearnedCohort(Cohort):
         self.hidden = tuple(int(h) for h in hidden)
         self.rules = self._check_rules(rule)
         self.population_rule = next((r for r in self.rules if r in POPULATION_RULES), None)
-        self.lr = _check_number("lr", lr, 0.0)
+        self.learning_rate = _check_number("learning_rate", learning_rate, 0.0)
         self.baseline_rate = _check_number("baseline_rate", baseline_rate, 0.0, 1.0)
         self.sigma = _check_number("sigma", sigma, 0.0)
         if self.population_rule == "es" and self.sigma <= 0:
             raise ValueError(f"sigma must be > 0 for rule 'es', got {sigma}")
-        self.es_lr = _check_number("es_lr", es_lr, 0.0)
+        self.es_learning_rate = _check_number("es_learning_rate", es_learning_rate, 0.0)
         self.elite_frac = _check_number("elite_frac", elite_frac, 0.0, 1.0)
         if self.elite_frac == 0:
             raise ValueError("elite_frac must be in (0, 1], got 0")
@@ -390,9 +390,9 @@ class LearnedCohort(Cohort):
             raise TypeError(
                 f"optimizer must be an optax.GradientTransformation, got {type(optimizer).__name__}"
             )
-        self.optimizer = optimizer if optimizer is not None else _adam(self.lr)
+        self.optimizer = optimizer if optimizer is not None else _adam(self.learning_rate)
         self._pol: Policy = (tuple(self.features.items()), self.continuous)
-        self._es_opt = _adam(self.es_lr)
+        self._es_opt = _adam(self.es_learning_rate)
         self._learner = self.optimizer if "reinforce" in self.rules else None
         self.learn_calls = 0
 
@@ -713,11 +713,17 @@ class LearnedCohort(Cohort):
 
 
 def reinforce_cohort(
-    ids: np.ndarray, features: Sequence[str], *, lr: float, key: jax.Array
+    ids: np.ndarray, features: Sequence[str], *, learning_rate: float, key: jax.Array
 ) -> LearnedCohort:
     """The learned cohort most scenarios use: one number in [0, 1] per agent from its
-    ``features``, learned by REINFORCE with step ``lr`` (the config's ``learning_rate``).
+    ``features``, learned by REINFORCE with step ``learning_rate``.
     Its draws depend on (``key``, agent id) only, so batching does not change them."""
     return LearnedCohort(
-        "learned", ids, features=features, actions="continuous", rule="reinforce", lr=lr, key=key
+        "learned",
+        ids,
+        features=features,
+        actions="continuous",
+        rule="reinforce",
+        learning_rate=learning_rate,
+        key=key,
     )

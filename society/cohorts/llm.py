@@ -33,9 +33,11 @@ class LLMCohort(Cohort):
     """Agents whose decisions come from a language model through :class:`LLMClient`.
 
     ``template`` is a ``str.format`` template over the observation fields of one agent
-    (scalars); ``to_action`` maps a validated action model to the number the world uses
+    (scalars; lists for fields with trailing axes), or a function of those fields returning
+    the prompt; ``to_action`` maps a validated action model to the number the world uses
     (default: the model's first field). ``artifacts(agent)`` may return the artifacts the
-    agent sees this moment; they are appended as quoted data.
+    agent sees this moment; they are appended as quoted data. ``replies`` holds each agent's
+    last valid reply (a dict of its fields; checkpointed), e.g. for what others said.
     """
 
     is_async = True
@@ -76,6 +78,7 @@ class LLMCohort(Cohort):
         self.sample_of = sample_of
         self.personas = self._per_agent(personas, len(self.agents))
         self.memory: list[deque[str]] = [deque(maxlen=memory_size) for _ in range(len(self.agents))]
+        self.replies: dict[int, dict[str, Any]] = {}  # agent -> its last valid reply
         self.failures = 0  # requests answered by the fallback
         self.degenerate = 0  # valid replies that say nothing (society.llm.degenerate)
         self.calls = 0  # moments in which this cohort acted
@@ -95,7 +98,9 @@ class LLMCohort(Cohort):
             f"\n\nYour persona: {self.personas[pos]}" if self.personas[pos] else ""
         )
         try:
-            user = self.template.format(**fields)
+            user = (
+                self.template(fields) if callable(self.template) else self.template.format(**fields)
+            )
         except KeyError as exc:
             raise KeyError(
                 f"cohort '{self.name}': template needs observation field {exc}; got {sorted(fields)}"
@@ -142,6 +147,8 @@ class LLMCohort(Cohort):
         actions = np.empty(len(agents), dtype=np.float64)
         for i, (p, c) in enumerate(zip(pos.tolist(), completions, strict=True)):
             choice = c.parsed if c.parsed is not None else self.fallback
+            if c.parsed is not None:
+                self.replies[int(agents[i])] = c.parsed.model_dump(mode="json")
             self.failures += int(not c.ok)
             self.degenerate += int(c.degenerate is not None)
             actions[i] = self.to_action(choice)
@@ -194,6 +201,7 @@ class LLMCohort(Cohort):
             **super().state_dict(),
             "personas": list(self.personas),
             "memory": [list(m) for m in self.memory],
+            "replies": dict(self.replies),
             "failures": self.failures,
             "degenerate": self.degenerate,
         }
@@ -202,13 +210,12 @@ class LLMCohort(Cohort):
         super().load_state_dict(state)
         self.personas = list(state["personas"])
         self.memory = [deque(m, maxlen=self.memory_size) for m in state["memory"]]
+        self.replies = {int(a): dict(r) for a, r in state.get("replies", {}).items()}
         self.failures = int(state.get("failures", 0))
         self.degenerate = int(state.get("degenerate", 0))
 
 
 def _scalar(x: Any) -> Any:
-    """A template value: numpy scalars become Python ones (arrays of more than one value,
-    lists); strings and objects pass as they are."""
-    if isinstance(x, np.ndarray) and x.size != 1:
-        return x.tolist()
-    return x.item() if isinstance(x, np.generic | np.ndarray) else x
+    """A template value: numpy scalars become Python ones (arrays lists); strings and objects
+    pass as they are."""
+    return x.tolist() if isinstance(x, np.generic | np.ndarray) else x
