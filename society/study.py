@@ -47,6 +47,15 @@ the last valid reply (a dict) of each LLM agent of the replicate, by agent (e.g.
 said); the prompt is then all an agent is shown (no memory appended). ``system`` may be a
 function of the parameters.
 
+Episodes: ``length(p)`` is the run's steps when they are not ``p.steps`` (e.g. ``episodes *
+steps``); ``done(world, p)`` says a step ended an episode: learned agents then learn from each
+of the episode's decisions with the sum of their rewards over it (REINFORCE's return), not
+step by step. Talk: with ``talk(fields, p) -> str`` (None: silent) the due LLM agents of a
+replicate first post one message each (``Post``), which ``render`` sees as ``fields
+["messages"]`` (a list of (agent, text)), cut to the parameter ``message_chars`` when there is
+one, and written to ``messages.jsonl`` (checkpointed). LLM agents of replicate ``r`` draw
+sample ``r``. ``render`` and ``talk`` may also give a (system, user) pair. Scalar reporters named in ``sparse`` make no rows where they are NaN.
+
 Headline values beyond the reporters' last: ``summary(world, p) -> {name: value}`` of the last
 world of a replicate (e.g. means over the run the world accumulated). Agents' kinds in the
 world: if ``init`` returns a world with a ``"kind"`` entry (int per agent), the framework
@@ -58,6 +67,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import re
 from collections.abc import Mapping
 from functools import partial
@@ -66,7 +76,7 @@ from typing import Any, ClassVar, Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from pydantic import Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from sim_core import lifecycle
 from sim_core import study as engine
@@ -101,6 +111,7 @@ class Study(Scenario):
     axis_labels: ClassVar[Mapping[str, tuple]] = {}  # an axis's positions' names (default: index)
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
+    sparse: ClassVar[tuple[str, ...]] = ()  # scalar reporters whose NaN values make no rows
     checkpointing = True
     capacity = None  # optional capacity(p) -> int: agents' slots at first (births and deaths)
 
@@ -134,9 +145,15 @@ class Study(Scenario):
     render = None  # optional render(fields, p) -> one LLM agent's prompt (module docstring)
     summary = None  # optional summary(world, p) -> {name: value}: headline values, last world
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
+    length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
+    done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
+    talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
 
     def horizon(self, config: Any) -> tuple[float, str]:
-        return float(config.steps), f"{self.unit}s"
+        return float(self._steps(config)), f"{self.unit}s"
+
+    def _steps(self, cfg: Any) -> int:
+        return int(type(self).length(cfg)) if type(self).length is not None else cfg.steps
 
     # -- the framework ----------------------------------------------------------------------
     def _bound(self, cfg: Any) -> dict[str, Any]:
@@ -185,6 +202,8 @@ class Study(Scenario):
                 _COMPILED[key] = jax.jit(f["observe"])
             elif what == "due":
                 _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
+            elif what == "done":
+                _COMPILED[key] = jax.jit(partial(cls.done, p=cfg))
             elif what == "summary":
                 _COMPILED[key] = jax.jit(jax.vmap(partial(cls.summary, p=cfg)))
             elif what == "agents":
@@ -216,9 +235,15 @@ class Study(Scenario):
             v = np.asarray(v, dtype=np.float64)
             v = v.reshape(len(reps), -1, *v.shape[2:]) if v.ndim < 3 else v
             times = np.arange(t0 + 1, t0 + v.shape[1] + 1)
-            keep = (times % every == 0) | (times == (cfg.steps if end is None else end))
+            keep = (times % every == 0) | (times == (self._steps(cfg) if end is None else end))
             kept[name], last[name] = v[:, keep], v[:, -1]
         at = times[keep] if kept else np.zeros(0)
+        if type(self).sparse and all(v.ndim == 2 for v in kept.values()):  # NaN makes no row
+            for i, time in enumerate(at.tolist()):
+                for name, v in kept.items():
+                    ok = ~np.isnan(v[:, i]) if name in type(self).sparse else slice(None)
+                    ctx.recorder.record(time, name, v[ok, i], replicate=np.asarray(reps)[ok])
+            return last
         if kept and at.size and all(v.ndim == 2 for v in kept.values()):  # scalars: one call
             names = np.asarray(list(kept), dtype=object)
             values = np.stack(list(kept.values())).transpose(2, 0, 1)  # (steps, metrics, reps)
@@ -278,7 +303,7 @@ class Study(Scenario):
                 v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1, *np.shape(v)[2:])
                 if kinds is None:  # rule agents only
                     kinds = np.full(v.shape[:2], "rules", object)
-                self._rows(ctx, name, float(cfg.steps), v, reps, kinds)
+                self._rows(ctx, name, float(self._steps(cfg)), v, reps, kinds)
         out = {name: np.asarray(last[name]) for name in self.headline if name in last}
         if type(self).summary is not None:  # headline values of the last world's own
             extra = self._compiled(cfg, "summary")(world)
@@ -294,7 +319,7 @@ class Study(Scenario):
             if ctx.checkpoints is not None and ctx.checkpoints.path is not None
             else 0
         )
-        size = min(every or cfg.steps, cfg.steps)
+        size = min(every or self._steps(cfg), self._steps(cfg))
         for b, reps in enumerate(ctx.replicate_batches()):
             done = ctx.checkpoints.finished(b)
             if done is None:
@@ -305,7 +330,9 @@ class Study(Scenario):
         return out
 
     def _fused_batch(self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, size: int) -> dict:
-        if size == cfg.steps and ctx.checkpoints.path is None:  # one compiled call, no clock needed
+        if (
+            size == self._steps(cfg) and ctx.checkpoints.path is None
+        ):  # one compiled call, no clock needed
             seed, stream = np.uint32(ctx.seed), np.uint32(tag("world"))
             world, values = self._fitted(
                 cfg, lambda cap: self._compiled(cfg, "whole", size, cap)(seed, stream, reps)
@@ -316,7 +343,7 @@ class Study(Scenario):
         sim = Scheduler()
 
         def advance(t0: int) -> None:
-            k = min(size, cfg.steps - t0)
+            k = min(size, self._steps(cfg) - t0)
 
             def chunk(cap):  # noqa: ANN001, ANN202
                 return self._compiled(cfg, "chunk", k)(
@@ -325,7 +352,7 @@ class Study(Scenario):
 
             state["world"], values = self._fitted(cfg, chunk)
             state["last"] = self._record(cfg, ctx, reps, t0, values)
-            if t0 + k < cfg.steps:
+            if t0 + k < self._steps(cfg):
                 sim.at(float(t0 + k), advance, t0 + k, name="steps")
 
         sim.handle("steps", advance)
@@ -371,7 +398,9 @@ class Study(Scenario):
             )
 
         async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
-            return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(cfg.steps)
+            return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(
+                self._steps(cfg)
+            )
 
         return drive(
             cfg,
@@ -403,7 +432,11 @@ class Study(Scenario):
 
         def rendered(c: Any) -> Any:
             if render is not None:
-                c.template = lambda fields: render({**fields, "replies": c.replies}, cfg)
+                c.posts = []  # this step's messages (``talk``)
+                c.template = lambda fields: render(
+                    {**fields, "replies": c.replies, "messages": c.posts}, cfg
+                )
+                c.messages = lambda agent, pos, fields: _chat(c.template(fields), c)
             return c
 
         return {
@@ -416,8 +449,47 @@ class Study(Scenario):
             "llm": lambda a: rendered(LLMCohort(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
                 template=prompt(cfg) if callable(prompt) else prompt, **system,
+                sample_of=lambda agent: r,  # replicates draw apart (the client merges same samples)
             )),
         }  # fmt: skip
+
+    async def _talk(
+        self, cfg: Any, ctx: RunContext, r: int, t: int, llm: Any, agents: Any, obs: Any
+    ) -> None:
+        """``agents`` (LLM agents) each post one message, in flight together; the posts, cut to
+        the parameter ``message_chars`` when there is one, are ``render``'s ``messages`` this
+        step and lines of ``messages.jsonl`` in the run directory."""
+        from society.llm import Request
+
+        host, requests = llm.observation_fields(obs), []
+        for i, a in enumerate(agents.tolist()):
+            fields = {k: v[i].tolist() if v.ndim else v.tolist() for k, v in host.items()}
+            text = type(self).talk(fields, cfg)  # None: this agent does not talk
+            if text is not None:
+                chat = _chat(text, llm)
+                requests.append(
+                    Request(
+                        chat,
+                        schema=Post,
+                        fallback=Post(message=""),
+                        sample=r,
+                        agent=a,
+                        cohort="llm",
+                    )
+                )
+        agents = np.asarray([q.agent for q in requests], np.int64)
+        done = await llm.client.complete_many(requests) if requests else []
+        cut = getattr(cfg, "message_chars", None)
+        said = [
+            " ".join((c.parsed.message if c.parsed is not None else "").split())[:cut] for c in done
+        ]
+        llm.posts = list(zip(agents.tolist(), said, strict=True))
+        if ctx.run_dir is not None:
+            with (ctx.run_dir / "messages.jsonl").open("a") as fh:
+                fh.writelines(
+                    json.dumps({"replicate": r, "step": t + 1, "agent": a, "message": m}) + "\n"
+                    for a, m in llm.posts
+                )
 
     def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
@@ -479,6 +551,7 @@ class Study(Scenario):
         # act_every: a kind decides every K steps and holds its last choice in between
         every = parse_every(getattr(cfg, "act_every", None))
         state["choice"] = np.full(ids.size, acts.fallback, dtype)
+        state["decisions"], state["return"] = [], np.zeros(ids.size)  # episodes (``done``)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
@@ -495,6 +568,9 @@ class Study(Scenario):
             actions[idle] = state["choice"][idle]
             asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
             whole = asked.size == ids.size
+            talkers = asked[kinds[asked] == "llm"]
+            if type(self).talk is not None and "llm" in kinds:  # LLM agents post, then choose
+                await self._talk(cfg, ctx, r, t, pop.cohort("llm"), talkers, rows(talkers))
             actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
             raw = actions.copy()  # what the cohorts chose: learned agents learn from it
             if isinstance(acts, Continuous):  # learned agents' (0, 1) scaled to the bounds
@@ -502,7 +578,7 @@ class Study(Scenario):
                 learned = asked[kinds[asked] == "learned"]
                 actions[learned] = low + raw[learned] * (high - low)
             if late:
-                if state["asked"] is None and t + cfg.llm_latency < cfg.steps:
+                if state["asked"] is None and t + cfg.llm_latency < self._steps(cfg):
                     llm = pop.cohort("llm")
                     state["asked"] = asyncio.ensure_future(
                         llm.aact(slow, rows(slow), k_act, remember=False)
@@ -514,15 +590,26 @@ class Study(Scenario):
             state["world"], values, rewards = moment(state["world"], key, t, actions)
             if rewards is not None:  # LLM agents with a latency learn when their reply lands
                 learners = fast[due[fast] & ~idle[fast]]
-                pop.learn(
-                    learners,
-                    obs if learners.size == ids.size else rows(learners),
-                    raw[learners],
-                    np.asarray(rewards)[learners],
-                    jax.random.fold_in(learn_key, t),
-                )
+                seen = obs if learners.size == ids.size else rows(learners)
+                if type(self).done is None:
+                    pop.learn(
+                        learners,
+                        seen,
+                        raw[learners],
+                        np.asarray(rewards)[learners],
+                        jax.random.fold_in(learn_key, t),
+                    )
+                else:  # episodes: each decision learns from the episode's return at its end
+                    seen = jax.tree_util.tree_map(np.asarray, seen)
+                    state["decisions"].append((learners, seen, raw[learners]))
+                    state["return"] = state["return"] + np.asarray(rewards)
+                    if bool(self._compiled(cfg, "done")(state["world"])):
+                        for k, (a, o, x) in enumerate(state["decisions"]):
+                            key_k = jax.random.fold_in(jax.random.fold_in(learn_key, t), k)
+                            pop.learn(a, o, x, state["return"][a], key_k)
+                        state["decisions"], state["return"] = [], np.zeros(ids.size)
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
-            stop = budget_reached(client, ctx, sim) if t + 1 < cfg.steps else False
+            stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
             state["last"] = self._record(
                 cfg,
                 ctx,
@@ -531,7 +618,7 @@ class Study(Scenario):
                 {k: v[None, None] for k, v in values.items()},
                 t + 1 if stop else None,
             )
-            if t + 1 < cfg.steps and not stop:
+            if t + 1 < self._steps(cfg) and not stop:
                 sim.at(float(t + 1), act, t + 1, name="act")
 
         async def reply() -> None:
@@ -547,6 +634,7 @@ class Study(Scenario):
 
         sim.handle("act", act)
         sim.handle("reply", reply)
+        talked = ctx.run_dir / "messages.jsonl" if ctx.run_dir is not None else None
         saved = ctx.checkpoints.resume(r, sim)
         if saved is None:
             state["world"] = jax.tree_util.tree_map(
@@ -565,6 +653,11 @@ class Study(Scenario):
                 saved["earned"],
             )
             state["choice"] = saved.get("choice", state["choice"])
+            state["decisions"] = [tuple(d) for d in saved.get("decisions", [])]
+            state["return"] = np.asarray(saved.get("return", state["return"]))
+            if talked is not None and talked.exists():  # lines after the checkpoint go
+                with talked.open("r+b") as fh:
+                    fh.truncate(int(saved.get("talked", 0)))
             pop.load_state_dict(saved["population"])
 
         async def save() -> dict[str, Any]:
@@ -579,6 +672,9 @@ class Study(Scenario):
                 "asked": state["asked"],
                 "earned": state["earned"],
                 "choice": state["choice"],
+                "decisions": state["decisions"],
+                "return": state["return"],
+                "talked": talked.stat().st_size if talked is not None and talked.exists() else 0,
             }
 
         ctx.checkpoints.attach(r, sim, save)
@@ -587,3 +683,15 @@ class Study(Scenario):
         done = self._finish(cfg, ctx, reps, world, state["last"], kinds[None])
         ctx.checkpoints.finish(r, {k: v.tolist() for k, v in done.items()})
         return done
+
+
+class Post(BaseModel):
+    """An LLM agent's message to the others (``Study.talk``)."""
+
+    message: str = Field(description="a short message to the others (empty to stay silent)")
+
+
+def _chat(text: Any, llm: Any) -> list[dict[str, str]]:
+    """Chat messages of a rendered prompt: a user message, or a (system, user) pair."""
+    system, user = text if isinstance(text, tuple) else (llm.system_prompt, text)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -1,6 +1,6 @@
 """commons: runs killed after a checkpoint resume to the uninterrupted run's rows and headline
-values: rule and rules + learned fishers SIGKILLed over many episodes (lakes that all collapse
-early restart at the next episode's first month); a kill right after such a collapse, and
+values: rule and rules + learned fishers SIGKILLed over many episodes (lakes that collapse
+early wait for the next episode's first month); a kill right after such a collapse, and
 LLM fishers who talk (messages.jsonl), stopped in-process after a chosen moment."""
 
 from __future__ import annotations
@@ -47,19 +47,16 @@ def test_a_killed_commons_run_resumes_to_the_same_rows(tmp_path: Path, config: d
     )
 
 
-def test_killed_after_every_lake_collapsed_the_next_episode_starts_on_time(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_killed_after_every_lake_collapsed_the_run_resumes(tmp_path: Path, monkeypatch) -> None:
     config = {**RULES, "episodes": 3}
     reference = scenarios.run("commons", seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
     killed_in_process(
         monkeypatch, "commons", 3, out, config, replicates=2
     )  # month 3 of episode 1: both lakes collapse
+    # Collapsed lakes wait for the episode's end (months 4-6), then fresh lakes are fished.
     sched = read(out / "checkpoint.npz")["scheduler"]
-    assert sched["now"] == 2.0 and [e["time"] for e in sched["events"]] == [
-        6.0
-    ]  # episode 2, month 1
+    assert sched["now"] == 2.0 and [e["time"] for e in sched["events"]] == [3.0]
     same_run(
         scenarios.run("commons", seed=SEED, replicates=2, resume=out, config=config), reference, out
     )

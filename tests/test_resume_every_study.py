@@ -20,6 +20,7 @@ from society.study import Study
 SMALL = {  # a few steps of a small world each (what the test is about is the framework's part)
     "boid-flockers": {"population_size": 12, "width": 20, "height": 20, "steps": 4},
     "boltzmann-wealth": {"n": 20, "width": 5, "height": 5, "steps": 4},
+    "commons": {"population": 5, "steps": 3, "episodes": 2},
     "conformity": {"population": 12, "steps": 4},
     "division-of-labour": {"population": 12, "steps": 4, "average_from": 1},
     "elo-league": {"league": 4, "games": 2, "eval_games": 4, "steps": 4},

@@ -11,7 +11,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 
 def regrow(stock: jax.Array, capacity, growth_rate, *, doubling: bool) -> jax.Array:
@@ -37,36 +36,6 @@ def sustainable_catch(stock: jax.Array, capacity, growth_rate, *, doubling: bool
 
 
 @partial(jax.jit, static_argnames=("doubling",))
-def _lake_view(stock, capacity, growth_rate, month, periods, *, doubling: bool):
-    return {
-        "stock": stock,
-        "sustainable_catch": sustainable_catch(stock, capacity, growth_rate, doubling=doubling),
-        "stock_norm": stock / capacity,
-        "time_norm": jnp.broadcast_to((month - 1.0) / periods, stock.shape),
-    }
-
-
-def observe(
-    stock: jax.Array, capacity, growth_rate, month, periods, n: int, *, doubling: bool
-) -> dict[str, np.ndarray]:
-    """Per-lake quantities every fisher of the lake sees, ``(R,)`` float32 each.
-
-    The per-fisher shares are divided by ``n`` on the host (numpy, IEEE division): in a
-    compiled kernel XLA rewrites ``x / n`` over a batch of lakes as ``x * (1 / n)`` but keeps
-    the division for a batch of one, so the shares (and every run after them) would depend
-    on how replicates are batched."""
-    view = {
-        k: np.asarray(v)
-        for k, v in jax.device_get(
-            _lake_view(stock, capacity, growth_rate, month, periods, doubling=doubling)
-        ).items()
-    }
-    view["equal_share"] = view["stock"] / np.float32(n)
-    view["sustainable_share"] = view["sustainable_catch"] / np.float32(n)
-    return view
-
-
-@partial(jax.jit, static_argnames=("doubling",))
 def fish(
     stock: jax.Array,
     alive: jax.Array,
@@ -77,17 +46,17 @@ def fish(
     *,
     doubling: bool,
 ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
-    """One month for every lake: ``requests`` (R, N) tons; negative or non-finite requests
+    """One month for every lake: ``requests`` (R, N) tons (or (N,), one lake); negative or non-finite requests
     count as 0. When the requests of a lake exceed its stock, each fisher gets the stock times
     its share of the requests. A lake left with fewer than ``collapse_threshold`` tons
     collapses (its episode ends, no regrowth); the others regrow. Returns the new stock, the
     lakes still alive, and the month's outcome."""
     req = jnp.where(jnp.isfinite(requests) & (requests > 0), requests, 0.0)
-    req = jnp.where(alive[:, None], req, 0.0)
-    total = req.sum(axis=1)
+    req = jnp.where(alive[..., None], req, 0.0)
+    total = req.sum(axis=-1)
     scale = jnp.where(total > stock, stock / jnp.where(total > 0, total, 1.0), 1.0)
-    caught = req * scale[:, None]
-    left = jnp.maximum(stock - caught.sum(axis=1), 0.0)
+    caught = req * scale[..., None]
+    left = jnp.maximum(stock - caught.sum(axis=-1), 0.0)
     collapsed = alive & (left < collapse_threshold)
     grown = regrow(left, capacity, growth_rate, doubling=doubling)
     new = jnp.where(alive, jnp.where(collapsed, left, grown), stock)

@@ -108,31 +108,30 @@ def system_prompt(
     )
 
 
-def history_text(rows: Sequence[dict], me: int, names: Sequence[str]) -> str:
-    """Past months of this lake, newest last: ``rows`` of {month, stock, asked (N,), caught
-    (N,), left, regrown}."""
+def history_text(past: Sequence, mine: Sequence, all_caught: Sequence, me: int, names) -> str:
+    """Past months of this lake, newest last: ``past`` rows of (month (0: none), stock, left,
+    regrown, total catch, largest catch), ``mine`` rows of (asked, caught) by this fisher,
+    ``all_caught`` rows of every fisher's catch (only for groups listed by name)."""
+    rows = [(r, m, c) for r, m, c in zip(past, mine, all_caught, strict=True) if r[0] > 0]
     if not rows:
         return "This is the first month: nobody has fished yet."
     lines = ["What happened in the past months:"]
     n = len(names)
-    for r in rows[-HISTORY_MONTHS:]:
-        caught = r["caught"]
-        total = float(sum(caught))
+    for (month, stock, left, regrown, total, largest), (asked, caught_me), caught in rows:
         if n <= LIST_NAMES_UP_TO:
             who = ", ".join(
                 f"{'you' if i == me else names[i]} {tons(float(c))}" for i, c in enumerate(caught)
             )
             detail = f"catches: {who}"
         else:
-            others = total - float(caught[me])
             detail = (
-                f"you caught {tons(float(caught[me]))}, the {n - 1} others "
-                f"{tons(others)} in all (largest single catch {tons(float(max(caught)))})"
+                f"you caught {tons(caught_me)}, the {n - 1} others "
+                f"{tons(total - caught_me)} in all (largest single catch {tons(largest)})"
             )
         lines.append(
-            f"- Month {r['month']}: the lake held {tons(r['stock'])} tons; you asked for "
-            f"{tons(float(r['asked'][me]))}; {detail}; total {tons(total)}; "
-            f"{tons(r['left'])} tons remained and grew to {tons(r['regrown'])}."
+            f"- Month {int(month)}: the lake held {tons(stock)} tons; you asked for "
+            f"{tons(asked)}; {detail}; total {tons(total)}; "
+            f"{tons(left)} tons remained and grew to {tons(regrown)}."
         )
     return "\n".join(lines)
 
