@@ -555,7 +555,8 @@ class Study(Scenario):
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
-            obs = observe(state["world"])
+            # on the host: the cohorts' rows are numpy indexing, not eager jax gathers
+            obs = jax.tree_util.tree_map(np.asarray, observe(state["world"]))
             k_act, _ = engine.step_keys(key, t)
             actions = np.full(ids.size, acts.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
