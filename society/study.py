@@ -552,6 +552,7 @@ class Study(Scenario):
         every = parse_every(getattr(cfg, "act_every", None))
         state["choice"] = np.full(ids.size, acts.fallback, dtype)
         state["decisions"], state["return"] = [], np.zeros(ids.size)  # episodes (``done``)
+        not_llm = kinds != "llm"  # once: comparing strings per agent costs ms a step
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
@@ -567,7 +568,7 @@ class Study(Scenario):
             for kind, k in every.items():
                 idle |= (kinds == kind) & (t % k != 0)
             actions[idle] = state["choice"][idle]
-            asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
+            asked = fast[(due[fast] | not_llm[fast]) & ~idle[fast]]
             whole = asked.size == ids.size
             talkers = asked[kinds[asked] == "llm"]
             if type(self).talk is not None and "llm" in kinds:  # LLM agents post, then choose
