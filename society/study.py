@@ -623,7 +623,7 @@ class Study(Scenario):
                 ctx,
                 reps,
                 t,
-                {k: v[None, None] for k, v in values.items()},
+                {k: np.asarray(v)[None, None] for k, v in values.items()},
                 t + 1 if stop else None,
             )
             if t + 1 < self._steps(cfg) and not stop:
