@@ -61,6 +61,10 @@ world of a replicate (e.g. means over the run the world accumulated). Agents' ki
 world: if ``init`` returns a world with a ``"kind"`` entry (int per agent), the framework
 fills it with the agents' kinds (0 rules, 1 learned, 2 llm) before step 0 (rule agents only:
 as ``init`` left it).
+
+More options of a kind's cohort: ``cohort_options(p) -> {kind: {option: value}}`` (e.g.
+``{"learned": {"rule": "ga", "evolve_every": 10}, "llm": {"memory_size": 5}}``; an LLM
+memory size given here is kept with ``render`` too).
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ class Study(Scenario):
     due = None  # optional due(world, p) -> mask of the agents whose choice counts this step
     render = None  # optional render(fields, p) -> one LLM agent's prompt (module docstring)
     summary = None  # optional summary(world, p) -> {name: value}: headline values, last world
+    cohort_options = None  # optional cohort_options(p) -> {kind: more options of its cohort}
     reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
     done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
@@ -429,6 +434,7 @@ class Study(Scenario):
         system = {"system_prompt": system(cfg) if callable(system) else system} if system else {}
         if render is not None:  # the rendered prompt is all an agent sees: no memory appended
             system["memory_size"] = 0
+        more = type(self).cohort_options(cfg) if type(self).cohort_options else {}
 
         def rendered(c: Any) -> Any:
             if render is not None:
@@ -444,11 +450,11 @@ class Study(Scenario):
             "learned": lambda a: LearnedCohort(
                 "learned", a, features=features, learning_rate=cfg.learning_rate,
                 actions="continuous" if isinstance(acts, Continuous) else len(acts.choices),
-                key=ctx.rng.key("learned", r),
+                key=ctx.rng.key("learned", r), **more.get("learned", {}),
             ),
             "llm": lambda a: rendered(LLMCohort(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
-                template=prompt(cfg) if callable(prompt) else prompt, **system,
+                template=prompt(cfg) if callable(prompt) else prompt, **(system | more.get("llm", {})),
                 sample_of=lambda agent: r,  # replicates draw apart (the client merges same samples)
             )),
         }  # fmt: skip
@@ -552,10 +558,12 @@ class Study(Scenario):
         every = parse_every(getattr(cfg, "act_every", None))
         state["choice"] = np.full(ids.size, acts.fallback, dtype)
         state["decisions"], state["return"] = [], np.zeros(ids.size)  # episodes (``done``)
+        not_llm = kinds != "llm"  # once: comparing strings per agent costs ms a step
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
-            obs = observe(state["world"])
+            # on the host: the cohorts' rows are numpy indexing, not eager jax gathers
+            obs = jax.tree_util.tree_map(np.asarray, observe(state["world"]))
             k_act, _ = engine.step_keys(key, t)
             actions = np.full(ids.size, acts.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
@@ -566,7 +574,7 @@ class Study(Scenario):
             for kind, k in every.items():
                 idle |= (kinds == kind) & (t % k != 0)
             actions[idle] = state["choice"][idle]
-            asked = fast[(due[fast] | (kinds[fast] != "llm")) & ~idle[fast]]
+            asked = fast[(due[fast] | not_llm[fast]) & ~idle[fast]]
             whole = asked.size == ids.size
             talkers = asked[kinds[asked] == "llm"]
             if type(self).talk is not None and "llm" in kinds:  # LLM agents post, then choose
@@ -615,7 +623,7 @@ class Study(Scenario):
                 ctx,
                 reps,
                 t,
-                {k: v[None, None] for k, v in values.items()},
+                {k: np.asarray(v)[None, None] for k, v in values.items()},
                 t + 1 if stop else None,
             )
             if t + 1 < self._steps(cfg) and not stop:

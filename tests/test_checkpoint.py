@@ -231,3 +231,30 @@ def test_a_corrupt_checkpoint_is_one_line_and_leaves_the_run_alone(
             load_for_resume(run)
         assert "\n" not in str(err.value)
         assert part.read_bytes() == b"rows"
+
+
+# indirect-reciprocity's rule agents (random players and errors: the world's coming draws are
+# part of the world): 2 replicates in one batch, a checkpoint every round.
+DONORS = {
+    "population": 500,
+    "steps": 1500,
+    "strategies": "disc:8,random:1,alld:1",
+    "execution_error": 0.02,
+    "q": 0.8,
+    "record_every": 50,
+}
+
+
+def test_a_killed_indirect_reciprocity_run_of_rule_agents_resumes_to_the_same_rows(
+    tmp_path: Path,
+) -> None:
+    reference = scenarios.run(
+        "indirect-reciprocity", seed=SEED, replicates=2, write=False, **DONORS
+    )
+    out = tmp_path / "run"
+    kill_after_checkpoint(out, "indirect-reciprocity", DONORS, "--replicates", "2")
+    same_run(
+        scenarios.run("indirect-reciprocity", seed=SEED, replicates=2, resume=out, config=DONORS),
+        reference,
+        out,
+    )

@@ -112,10 +112,11 @@ PINS = {
         "attack_rate.llm": [math.nan, math.nan],
         "mean_contact.llm": [math.nan, math.nan],
     },
-    "indirect-reciprocity": {
-        "cooperation_rate": [0.8156667166948318, 0.464000024497509],
-        "payoff.disc": [0.7909332610666752, 0.4832000174373388],
-        "payoff.learned": [0.6772666289657354, 0.3520000139903277],
+    "indirect-reciprocity": {  # re-pinned: a Study on the contract (new draws); statistically
+        # equal to the old model: test_scenario_indirect_reciprocity
+        "cooperation_rate": [0.8218334317207336, 0.8018339276313782],
+        "payoff.disc": [0.799566388130188, 0.7882998585700989],
+        "payoff.learned": [0.6797333359718323, 0.6549999117851257],
     },
     "market": {  # re-pinned: a Study on the contract (new draws, replicates learn apart);
         # statistically equal to the old model: test_scenario_market

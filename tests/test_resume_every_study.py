@@ -24,6 +24,7 @@ SMALL = {  # a few steps of a small world each (what the test is about is the fr
     "conformity": {"population": 12, "steps": 4},
     "division-of-labour": {"population": 12, "steps": 4, "average_from": 1},
     "elo-league": {"league": 4, "games": 2, "eval_games": 4, "steps": 4},
+    "indirect-reciprocity": {"population": 12, "steps": 4, "strategies": "disc:2,random:1"},
     "learning-aware-ipd": {"learners": 4, "steps": 4},
     "market": {"population": 3, "consumers": 20, "steps": 4},
     "schelling": {"width": 6, "height": 6, "steps": 4},

@@ -43,8 +43,10 @@ def headline(res, name):
 
 
 def final(res, metric, strategy):
+    """Per replicate, the metric's row of the last round (give_if_*: over the averaged rounds)."""
     f = res.metrics
-    return f[(f.metric == metric) & (f.strategy == strategy)]["value"].to_numpy()
+    f = f[(f.metric == metric) & (f.strategy == strategy)]
+    return f[f.time == f.time.max()].sort_values("replicate")["value"].to_numpy()
 
 
 # -- rules on small cases computed by hand ------------------------------------------------------
@@ -269,6 +271,43 @@ def test_discriminators_resist_defectors_unless_justified_refusals_are_condemned
     assert (headline(res, "payoff.disc") > headline(res, "payoff.alld")).all()
 
 
+# -- the port onto the study contract -----------------------------------------------------------
+# Means and standard deviations over 20 replicates (seed 5) of the model before it was a Study
+# (its own population engine, commit e5355fd). The port draws other numbers (the world holds
+# the coming round's recipients and the random strategy's coin; a round draws only the
+# errors and observations whose chance is neither 0 nor 1; strategies are dealt to the rule
+# agents in an order shuffled in the world), so the values agree only in distribution.
+BEFORE = {
+    "rules": ({"strategies": "disc:6,allc:2,alld:2", "norm": "stern-judging",
+               "execution_error": 0.05, "population": 50, "steps": 200, "average_from": 50},
+              {"cooperation_rate": (0.6261, 0.0033), "payoff.disc": (0.6623, 0.0065),
+               "payoff.allc": (0.5047, 0.0184), "payoff.alld": (0.3259, 0.0135)}),
+    "private": ({"strategies": "disc:8,random:1,alld:1", "assessment": "private", "q": 0.5,
+                 "execution_error": 0.02, "norm": "stern-judging", "population": 50,
+                 "steps": 150, "average_from": 50},
+                {"cooperation_rate": (0.4377, 0.0086), "payoff.disc": (0.39, 0.0099),
+                 "payoff.random": (0.3882, 0.0186), "payoff.alld": (0.4315, 0.0306)}),
+    "mixed": ({"agents": "mixed", "split": "rules:1,learned:1", "population": 30, "steps": 300,
+               "average_from": 100},
+              {"cooperation_rate": (0.7864, 0.1337), "payoff.disc": (0.7566, 0.0927),
+               "payoff.learned": (0.6588, 0.1497)}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BEFORE))
+def test_the_study_is_statistically_the_model_it_replaced(case):
+    cfg, before = BEFORE[case]
+    got = scenarios.run("indirect-reciprocity", seed=5, replicates=20, write=False, **cfg)
+    assert set(got.summary["metrics"]) == set(before)
+    for metric, (mean, sd) in before.items():
+        v = headline(got, metric)
+        # Welch's two-sample z at 3 standard errors of the difference of means: a false alarm
+        # about 1 time in 370; it catches a shift of 0.004 in the rules' cooperation rate, 0.01
+        # in private assessment's, 0.13 with learned agents (whose replicates spread widely).
+        se = np.sqrt((sd**2 + v.var(ddof=1)) / 20)
+        assert abs(v.mean() - mean) < 3 * se, (metric, v.mean(), mean, se)
+
+
 # -- mechanics with each kind of agent ----------------------------------------------------------
 def test_batching_does_not_change_results():
     kw = dict(strategies="disc:2,random:1,alld:1", norm="stern-judging", steps=40)
@@ -337,12 +376,10 @@ def test_llm_agents_through_the_test_server(tmp_path):
     f = res.metrics
     total = f[(f.metric == "llm_requests") & (f.replicate == -1) & f.cohort.isna()]["value"]
     assert total.tolist() == [40.0]
-    assert (
-        srv.requests
-        == f[(f.metric == "llm_prompts") & (f.replicate == -1) & f.cohort.isna()]["value"].item()
-    )
-    per_agent = f[(f.metric == "llm_requests") & f.agent.notna()]
-    assert len(per_agent) == 8 and (per_agent["value"] == 5).all()
+    # Replicates run one after the other: the second finds some of the first's prompts in
+    # the run's cache, so the server is asked at most once per distinct prompt.
+    prompts = f[(f.metric == "llm_prompts") & (f.replicate == -1) & f.cohort.isna()]
+    assert 0 < srv.requests <= prompts["value"].item()
     assert (res.run_dir / "llm-cache.sqlite").exists()
 
 
@@ -366,7 +403,9 @@ def test_llm_budget_stops_the_run_cleanly():
     assert res.summary["status"] == "stopped" and "budget" in res.summary["stop_reason"]
     rounds = res.metrics[res.metrics.metric == "cooperation_rate"]["time"].max()
     assert rounds < 49
-    assert np.isfinite(headline(res, "cooperation_rate")).all()
+    # Replicates run one after the other: the budget ran out in the first, the second never ran.
+    assert np.isfinite(headline(res, "cooperation_rate")[0])
+    assert set(res.metrics[res.metrics.metric == "cooperation_rate"]["replicate"]) == {0}
 
 
 def test_cli_run_writes_summary_and_plots(tmp_path):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import KINDS, Kind, SharedConfig, Split
+from society.fields import KINDS, Kind, Split, StudyParams
 from society.mix import parse_weights
 
 NORMS = ("image-scoring", "standing", "stern-judging")
@@ -18,7 +18,7 @@ STRATEGIES = ("allc", "alld", "disc", "pdisc", "random")
 MAX_PRIVATE_POPULATION = 8192
 
 
-class IndirectReciprocityConfig(SharedConfig):
+class IndirectReciprocityConfig(StudyParams):
     """Indirect reciprocity: donors help by reputation under image scoring, standing or stern judging."""
 
     agents: Kind = Field(

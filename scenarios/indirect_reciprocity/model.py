@@ -1,288 +1,198 @@
-"""The indirect-reciprocity scenario: a Population of rule / learned / LLM donors, one round
-per scheduler moment, all replicates of a batch in one vectorised world.
+"""The indirect-reciprocity scenario on the contract: donors judged by a social norm.
 
-Agents of replicate r have the global ids ``r * N + i``, so one :class:`RuleCohort` decides
-for every replicate of a batch in one compiled call, and an agent's random draws depend on
-(round, replicate, agent) only, not on how replicates are batched. Learned agents get one
-:class:`LearnedCohort` per replicate (selection must stay within a replicate); LLM agents of
-all replicates share one cohort, so all their requests of a round are in flight together.
+A round (``dynamics.py`` has the rules as pure functions): every agent is donor once, to a
+uniformly random other agent, and gives or refuses from its view of the recipient; then
+payoffs (b to a recipient, -c to a donor that gave) and the donors' new reputations are
+settled at once. The world holds the coming round's draws (each donor's recipient, and a
+coin for the ``random`` strategy), so a rule agent's choice is a function of its
+observation. Rule agents play the ``strategies`` mix (counts by largest remainder among the
+rule agents, in an order shuffled per replicate): allc, alld, disc (gives iff it sees the
+recipient as good), pdisc (iff bad), random; learned agents see their view of the recipient
+and earn the round's payoff; LLM agents are told the rules, their view, their own
+reputation (public) and their payoff so far.
 
-Headline: ``cooperation_rate`` (share of encounters in which the donor's gift was made,
-over rounds >= ``average_from``) and ``payoff.<strategy>`` for every rule strategy or agent
-kind present: the mean payoff per agent per round (b for each gift received, minus c for
-each gift made) over the same rounds.
-
-Recorded rows: per round ``cooperation_rate``, ``good_share`` and ``payoff`` (label
-``strategy``: a rule strategy, or ``learned`` / ``llm``); at the end ``give_if_good`` and
-``give_if_bad`` per strategy (the donors' decisions by their view of the recipient over the
-averaged rounds, the signature of indirect reciprocity) and the LLM client's accounting
-rows (per agent with its replicate; run totals and per-cohort rows with replicate -1).
+Headline: ``cooperation_rate`` (share of encounters in which a gift was made, over rounds
+>= ``average_from``) and ``payoff.<strategy>`` for every rule strategy or agent kind present:
+the mean payoff per agent per round over the same rounds. Recorded each round:
+``cooperation_rate``, ``good_share``, and per ``strategy`` the round's mean ``payoff`` and
+``give_if_good`` / ``give_if_bad``, the donors' decisions by their view of the recipient
+over the averaged rounds so far (the signature of indirect reciprocity).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 from scenarios.indirect_reciprocity import prompts
-from scenarios.indirect_reciprocity.config import (
-    KINDS,
-    STRATEGIES,
-    IndirectReciprocityConfig,
-    parse_weights,
-)
+from scenarios.indirect_reciprocity.config import STRATEGIES, IndirectReciprocityConfig
 from scenarios.indirect_reciprocity.dynamics import (
-    Game,
-    batch_look,
-    batch_settle,
-    initial_reputations,
-    key_at,
+    donor_views,
+    draw_recipients,
+    good_share,
     make_game,
+    settle,
+    uniform,
 )
-from sim_core.experiment import RunContext, Scenario
-from sim_core.scheduler import Scheduler
-from society.cohorts import LearnedCohort, RuleCohort, parse_mix
-from society.cohorts.llm import LLMCohort
-from society.driver import budget_reached, drive
-from society.llm import LLMClient
-from society.population import Population
+from society.cohorts.rules import mix_counts
+from society.study import Discrete, Study
 
-# Private views of a batch (replicates x N x N) are split into batches of at most this many
-# entries: each round also draws that many uniforms per random kind (float32).
-MAX_BATCH_VIEWS = 2**25
-MAX_LABELS = len(STRATEGIES) + len(KINDS) - 1  # every rule strategy, 'learned', 'llm'
+TALLY = ("payoff", "gave_good", "good", "gave_bad", "bad")  # per label, over counted rounds
+LABELS = (*STRATEGIES, "learned", "llm")  # an agent's label: its rule strategy, or its kind
 
 
-def _disc(obs, keys, params):
-    return (jnp.asarray(obs["partner_good"]) > 0).astype(jnp.int32)
+def _mix(p):
+    """The rule strategies present with their counts, then the other kinds present."""
+    return _counted(p.agents, p.split, p.strategies, p.population)
 
 
-def _pdisc(obs, keys, params):
-    return (jnp.asarray(obs["partner_good"]) <= 0).astype(jnp.int32)
+@cache
+def _counted(agents, split, strategies, n):
+    kinds = mix_counts(split, n) if agents == "mixed" else {agents: n}
+    strategies = {k: v for k, v in mix_counts(strategies, kinds.get("rules", 0)).items() if v}
+    return strategies, [k for k in ("learned", "llm") if kinds.get(k)]
 
 
-EXTRA_STRATEGIES = {"disc": _disc, "pdisc": _pdisc}
+def _game(p):
+    return make_game(p.norm, private=p.assessment == "private", q=p.q, b=p.b, c=p.c,
+                     execution_error=p.execution_error, assessment_error=p.assessment_error)  # fmt: skip
 
 
-class ReputationLLMCohort(LLMCohort):
-    """LLM donors: numeric observations rendered as words (good/bad, round from 1)."""
-
-    def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict[str, str]]:
-        return super().messages(agent, pos, prompts.fields(fields))
-
-
-def game_of(cfg: IndirectReciprocityConfig) -> Game:
-    return make_game(
-        cfg.norm,
-        private=cfg.assessment == "private",
-        q=cfg.q,
-        b=cfg.b,
-        c=cfg.c,
-        execution_error=cfg.execution_error,
-        assessment_error=cfg.assessment_error,
-    )
+def _rule_labels(rank, p):
+    """The label of the rule agent of each ``rank`` among rule agents (in the shuffled order)."""
+    strategies = _mix(p)[0]
+    bounds = np.cumsum(list(strategies.values()))[:-1]
+    i = jnp.searchsorted(jnp.asarray(bounds, jnp.int32), rank, side="right")
+    return jnp.asarray([STRATEGIES.index(s) for s in strategies], jnp.int32)[i]
 
 
-def assign_labels(cfg: IndirectReciprocityConfig, rng: np.random.Generator) -> np.ndarray:
-    """Each agent's label: its rule strategy, or its kind ('learned', 'llm'). Counts are
-    fixed by the proportions (largest remainder), positions shuffled by ``rng``."""
-    spec = cfg.split if cfg.agents == "mixed" else cfg.agents
-    kinds = parse_mix(spec, cfg.population, rng).astype(object)
-    rules = kinds == "rules"
-    kinds[rules] = parse_mix(cfg.strategies, int(rules.sum()), rng)
-    return kinds
+def _labels(w, p):
+    """Each agent's label (an index into ``LABELS``): its strategy, or its kind's."""
+    if p.agents != "mixed":  # one kind: set at the start
+        return w["label"]
+    rule = w["kind"] == 0
+    rank = jnp.cumsum(rule[w["order"]])[w["place"]] - 1
+    kind = jnp.asarray([0, LABELS.index("learned"), LABELS.index("llm")], jnp.int32)
+    return jnp.where(rule, _rule_labels(rank, p), kind[w["kind"]])
 
 
-def label_names(cfg: IndirectReciprocityConfig) -> list[str]:
-    """Labels present in every replicate, in a fixed order (strategies as given, then kinds)."""
-    labels = assign_labels(cfg, np.random.default_rng(0))  # counts do not depend on the rng
-    order = list(parse_weights(cfg.strategies, STRATEGIES, "strategies")) + list(KINDS[1:])
-    return [x for x in order if (labels == x).any()]
+def _coming(key, p):
+    """The coming round's draws: each donor's recipient, and a coin for ``random`` if present."""
+    k_pair, k_coin = jax.random.split(key)
+    if "random" not in _mix(p)[0]:
+        return {"j": draw_recipients(k_pair, p.population)}
+    return {"j": draw_recipients(k_pair, p.population), "coin": uniform(jax.random.bits(k_coin, (p.population,)))}  # fmt: skip
 
 
-def batches(cfg: IndirectReciprocityConfig, ctx: RunContext) -> list[np.ndarray]:
-    """The runner's replicate batches, split further so private views fit in memory."""
-    out = []
-    per = max(1, MAX_BATCH_VIEWS // cfg.population**2) if cfg.assessment == "private" else None
-    for reps in ctx.replicate_batches():
-        step = per or len(reps)
-        out += [reps[i : i + step] for i in range(0, len(reps), step)]
-    return out
+def _rate(gave, seen):
+    return lambda w, out: jnp.where(w["tally"][:, seen] > 0, w["tally"][:, gave] / w["tally"][:, seen], jnp.nan)  # fmt: skip
 
 
-class IndirectReciprocity(Scenario):
+def rule(o, p):
+    """One rule agent: give (1) or refuse (0) by its strategy (an index into STRATEGIES)."""
+    good = o["partner_good"] > 0
+    return jnp.stack([True, False, good, ~good, o.get("coin", 1.0) < 0.5])[o["strategy"]]
+
+
+class IndirectReciprocity(Study):
     """Indirect reciprocity with image scoring, standing or stern judging."""
 
+    Params = IndirectReciprocityConfig
     name = "indirect-reciprocity"
-    Config = IndirectReciprocityConfig
-    # Plus "payoff.<strategy>" for every strategy (or agent kind) present.
-    headline = ("cooperation_rate",)
+    unit = "round"
     labels = {"strategy": str, "agent": int, "cohort": str}
-    checkpointing = True  # world, population (cohort states, LLM memories) and scheduler queue
+    actions = Discrete(("refuse", "give"), rule=rule, fallback=0)
+    prompt = staticmethod(prompts.template)
+    system = prompts.SYSTEM
+    reply = prompts.Decision
+    features = ("partner_good",)
+    reporters = {
+        "cooperation_rate": lambda w, out: out["gave"].mean(dtype=jnp.float32),
+        "good_share": lambda w, out: good_share(w["rep"]),
+        "payoff": lambda w, out: out["payoff"],
+        "give_if_good": _rate(1, 2),
+        "give_if_bad": _rate(3, 4),
+    }
+    axes = dict.fromkeys(("payoff", "give_if_good", "give_if_bad"), ("strategy",))
+    axis_labels = {"strategy": LABELS}  # a label absent (NaN) has no rows
+    headline = ()  # summary: averages over the rounds from average_from
 
-    def run(self, cfg: IndirectReciprocityConfig, ctx: RunContext) -> Mapping[str, np.ndarray]:
-        names = label_names(cfg)
+    def init(key, p):
+        n, k_order, k_next = p.population, *jax.random.split(key)
+        order = jax.random.permutation(k_order, n).astype(jnp.int32)
+        place = jnp.argsort(order).astype(jnp.int32)
+        return {"rep": jnp.ones((n, n) if p.assessment == "private" else (n,), jnp.int8),
+                "kind": jnp.zeros(n, jnp.int32), "order": order, "place": place,
+                "label": _rule_labels(place, p) if p.agents == "rules" else jnp.full(n, LABELS.index(p.agents) if p.agents in LABELS else 0, jnp.int32),
+                "payoff": jnp.zeros(n), "t": jnp.int32(0), "counted": jnp.int32(0), "coop": jnp.float32(0),
+                "tally": jnp.zeros((len(LABELS), len(TALLY))),
+                **_coming(k_next, p)}  # fmt: skip
 
-        async def batch(reps: np.ndarray, client: LLMClient | None) -> tuple[dict, float]:
-            done = ctx.checkpoints.finished(int(reps[0]))  # a batch finished before a resume
-            if done is None:
-                done = await self._run_batch(cfg, ctx, reps, names, client)
-                ctx.checkpoints.finish(int(reps[0]), done)
-            coop, payoff, last = (np.asarray(done[0]), np.asarray(done[1]), float(done[2]))
-            return {
-                "cooperation_rate": coop,
-                **{f"payoff.{x}": payoff[:, i] for i, x in enumerate(names)},
-            }, last
-
-        # LLM agents present: a tiny share of a mix may round to none.
-        llm = "llm" in names
-        return drive(
-            cfg, ctx, batch, llm=llm, agents_per_replicate=cfg.population, batches=batches(cfg, ctx)
-        )
-
-    async def _run_batch(self, cfg, ctx: RunContext, reps: np.ndarray, names: list[str], client):
-        n, nr, nl = cfg.population, len(reps), len(names)
-        game = game_of(cfg)
-        labels = np.stack([assign_labels(cfg, ctx.rng.numpy("assignment", int(r))) for r in reps])
-        ids = (reps[:, None] * n + np.arange(n)).ravel()
-        flat = labels.ravel()
-        cohorts = self._cohorts(cfg, ctx, reps, ids, flat, client)
-        pop = Population(cohorts, capacity=int(ids.max()) + 1)
-        learns = any(not isinstance(c, RuleCohort) for c in cohorts)
-        talks = any(isinstance(c, LLMCohort) for c in cohorts)  # prompts need more fields
-        # Padded to every possible label, so runs with different mixes share compilations.
-        padded = np.asarray(names + [""] * (MAX_LABELS - nl), dtype=object)
-        onehot = jnp.asarray(labels[..., None] == padded, jnp.float32)
-        rep = jnp.stack([initial_reputations(game, n)] * nr)
-        keys = ctx.rng.keys("encounters", reps)
-        act_key, learn_key = ctx.rng.key("act"), ctx.rng.key("learn")
-        acc = {k: np.zeros((nr, nl)) for k in ("payoff", "gave_good", "good", "gave_bad", "bad")}
-        acc["cooperation"] = np.zeros(nr)
-        # The world state, what a checkpoint saves with the population: reputations, each
-        # agent's payoff so far (LLM agents see it), the averaged tallies.
-        state = {
-            "rep": rep,
-            "rounds": 0,
-            "total": np.zeros((nr, n), np.float32),
-            "acc": acc,
-            "counted": 0,
+    def observe(w, p):
+        """What rule and learned agents need; what LLM agents are told only when there are some
+        (the cohorts' rows of every field are copied each round)."""
+        obs = {
+            "partner_good": donor_views(_game(p), w["rep"], w["j"]),
+            "strategy": _labels(w, p).astype(jnp.int8),  # for rule agents: a STRATEGIES index
         }
-        sim = Scheduler()
-        rec = ctx.recorder
-        strategy_col = np.tile(np.asarray(names, dtype=object), nr)
-
-        async def play_round() -> None:
-            t, total, acc = int(sim.now), state["total"], state["acc"]
-            j, view, mine = batch_look(game, state["rep"], keys, t)
-            obs = {"partner_good": np.asarray(view).ravel()}
-            if talks:
-                obs["my_good"] = np.asarray(mine).ravel()
-                obs["my_payoff"] = total.ravel().copy()
-                obs["round"] = np.full(ids.size, t, np.int32)
-            actions = await pop.act(ids, obs, key_at(act_key, t))
-            intended = np.asarray(actions).reshape(nr, n).astype(np.int8)
-            new, pay, stats = batch_settle(game, state["rep"], j, intended, view, keys, t, onehot)
-            state["rep"], state["rounds"] = new, t + 1
-            if learns:  # rule cohorts do not learn: skip the call, its key and the transfer
-                pay = np.asarray(pay)
-                pop.learn(ids, obs, intended.ravel(), pay.ravel(), key_at(learn_key, t))
-                state["total"] = total + pay
-            stats = {
-                k: np.asarray(v)[..., :nl] if np.ndim(v) == 2 else np.asarray(v)
-                for k, v in stats.items()
+        if "coin" in w:
+            obs["coin"] = w["coin"]
+        if "llm" in _mix(p)[1]:
+            n, private = p.population, p.assessment == "private"
+            obs |= {
+                "my_good": jnp.full(n, -1, jnp.int8) if private else w["rep"],
+                "my_payoff": w["payoff"],
+                "round": jnp.full(n, w["t"]),
             }
-            if t >= cfg.average_from:
-                state["counted"] += 1
-                for k in acc:
-                    acc[k] = acc[k] + stats[k]
-            if t % cfg.record_every == 0 or t == cfg.steps - 1:
-                rec.record(t, "cooperation_rate", stats["cooperation"], replicate=reps)
-                rec.record(t, "good_share", stats["good_share"], replicate=reps)
-                rec.record(
-                    t,
-                    "payoff",
-                    stats["payoff"].ravel(),
-                    replicate=np.repeat(reps, nl),
-                    strategy=strategy_col,
-                )
-            if t + 1 >= cfg.steps:
-                sim.stop("encounters")
-            else:
-                budget_reached(client, ctx, sim)
+        return obs
 
-        sim.handle("round", play_round)
-        batch = int(reps[0])
-        saved = ctx.checkpoints.resume(batch, sim)
-        if saved is not None:
-            pop.load_state_dict(saved.pop("population"))
-            state.update(
-                saved,
-                rep=jnp.asarray(saved["rep"]),
-                acc={k: np.asarray(v) for k, v in saved["acc"].items()},
-            )
-        else:
-            sim.every(1.0, play_round, name="indirect-reciprocity round")
-        ctx.checkpoints.attach(batch, sim, lambda: {**state, "population": pop.state_dict()})
-        await sim.arun()
-        end, acc, counted = float(state["rounds"]), state["acc"], state["counted"]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for metric, num, den in (
-                ("give_if_good", "gave_good", "good"),
-                ("give_if_bad", "gave_bad", "bad"),
-            ):
-                rate = np.where(acc[den] > 0, acc[num] / acc[den], np.nan)
-                rec.record(
-                    end, metric, rate.ravel(), replicate=np.repeat(reps, nl), strategy=strategy_col
-                )
-            coop = acc["cooperation"] / counted if counted else np.full(nr, np.nan)
-            payoff = acc["payoff"] / counted if counted else np.full((nr, nl), np.nan)
-        return coop, payoff, end
+    def step(key, w, act, p):
+        game, (k_settle, k_next) = _game(p), jax.random.split(key)
+        seen = donor_views(game, w["rep"], w["j"]).astype(jnp.float32)
+        rep, gave, pay = settle(game, w["rep"], w["j"], act, k_settle)
+        label = _labels(w, p)
+        onehot = (label[:, None] == jnp.arange(w["tally"].shape[0])).astype(jnp.float32)
+        a = jnp.asarray(act, jnp.float32)
+        per = jnp.stack([pay, a * seen, seen, a - a * seen, 1 - seen]) @ onehot  # (TALLY, labels)
+        count = onehot.sum(0)  # the mean payoff: NaN for labels absent (no rows)
+        per = per.at[0].set(jnp.where(count > 0, per[0] / jnp.maximum(count, 1.0), jnp.nan))
+        counted = w["t"] >= p.average_from
+        coop = gave.mean(dtype=jnp.float32)
+        return {**w, "rep": rep, "payoff": w["payoff"] + pay, "t": w["t"] + 1,
+                "counted": w["counted"] + counted, "coop": w["coop"] + jnp.where(counted, coop, 0.0),
+                "tally": w["tally"] + jnp.where(counted, jnp.nan_to_num(per.T), 0.0),
+                **_coming(k_next, p)}, {"gave": gave, "earned": pay, "payoff": per[0]}  # fmt: skip
 
-    def _cohorts(self, cfg, ctx: RunContext, reps, ids, flat, client) -> list:
-        cohorts: list = []
-        kind = np.where(np.isin(flat, KINDS[1:]), flat, "rules")
-        if (kind == "rules").any():
-            m = kind == "rules"
-            cohorts.append(
-                RuleCohort("rules", ids[m], strategy=flat[m], strategies=EXTRA_STRATEGIES)
-            )
-        if (kind == "learned").any():
-            per_rep = ids // cfg.population
-            for r in reps:
-                m = (kind == "learned") & (per_rep == r)
-                cohorts.append(
-                    LearnedCohort(
-                        f"learned-{r}",
-                        ids[m],
-                        features=["partner_good"],
-                        actions=2,
-                        rule=cfg.learning,
-                        learning_rate=cfg.learning_rate,
-                        evolve_every=None if cfg.learning == "reinforce" else cfg.generation,
-                        mutation=cfg.mutation,
-                        key=ctx.rng.key("learned", int(r)),
-                    )
-                )
-        if (kind == "llm").any():
-            cohorts.append(
-                ReputationLLMCohort(
-                    "llm",
-                    ids[kind == "llm"],
-                    client,
-                    schema=prompts.Decision,
-                    fallback=prompts.FALLBACK,
-                    template=prompts.template(cfg),
-                    system_prompt=prompts.SYSTEM,
-                    memory_size=cfg.llm_memory,
-                    to_action=lambda d: float(d.give),
-                )
-            )
-        return cohorts
+    def reward(w, out, p):
+        return out["earned"]
+
+    def summary(w, p):
+        n = jnp.where(w["counted"] > 0, w["counted"], jnp.nan)
+        pay = w["tally"][:, 0] / n
+        present = (*_mix(p)[0], *_mix(p)[1])
+        return {"cooperation_rate": w["coop"] / n, **{f"payoff.{x}": pay[LABELS.index(x)] for x in present}}  # fmt: skip
+
+    def render(fields, p):
+        return prompts.template(p).format(**prompts.fields(fields))
+
+    def cohort_options(p):
+        evolve = None if p.learning == "reinforce" else p.generation
+        return {"learned": {"rule": p.learning, "evolve_every": evolve, "mutation": p.mutation},
+                "llm": {"memory_size": p.llm_memory}}  # fmt: skip
+
+    def memory_estimate(self, config: Any, replicates: int) -> tuple[int, str] | None:
+        """Private assessment holds n x n views and draws n x n uniforms a round: about 32
+        bytes per pair of agents per replicate (measured: 0.55 GB at n = 4096)."""
+        if config.assessment == "public":
+            return super().memory_estimate(config, replicates)
+        n = config.population
+        return 32 * n * n * replicates, f"assessment=private, population={n}"
 
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: Any) -> list[Path]:
         """cooperation.png (cooperation rate and share of good reputations per round) and

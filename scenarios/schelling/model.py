@@ -21,10 +21,10 @@ def assess(w, p):
     g, shape = grid(p), (p.width, p.height)
     cell = jnp.where(w["alive"], w["cell"], g.cells)
     occupied = jnp.zeros(g.cells, bool).at[cell].set(True, mode="drop").reshape(shape)
-    minority = jnp.zeros(g.cells, bool).at[cell].set(w["kind"] == 1, mode="drop").reshape(shape)
+    minority = jnp.zeros(g.cells, bool).at[cell].set(w["type"] == 1, mode="drop").reshape(shape)
     near, near_minority = g.neighbour_count(occupied).ravel(), g.neighbour_count(minority).ravel()
     c = jnp.minimum(cell, g.cells - 1)
-    same = jnp.where(w["kind"] == 1, near_minority[c], near[c] - near_minority[c])
+    same = jnp.where(w["type"] == 1, near_minority[c], near[c] - near_minority[c])
     similar = jnp.where(near[c] > 0, same / jnp.maximum(near[c], 1), 0.0)
     return {**w, "neighbours": near[c], "same": same, "similar": similar,
             "happy": w["alive"] & (similar >= p.homophily)}  # fmt: skip
@@ -60,11 +60,11 @@ class Schelling(Study):
         return {k: w[k] for k in ("neighbours", "same", "similar", "happy")}
 
     def init(key, p):
-        k_live, k_kind = jax.random.split(key)
+        k_live, k_type = jax.random.split(key)
         cells = p.width * p.height
         alive = jax.random.uniform(k_live, (cells,)) < p.density
-        kind = (jax.random.uniform(k_kind, (cells,)) < p.minority_pc).astype(jnp.int32)
-        return assess({"cell": jnp.arange(cells), "alive": alive, "kind": kind}, p)
+        type_ = (jax.random.uniform(k_type, (cells,)) < p.minority_pc).astype(jnp.int32)
+        return assess({"cell": jnp.arange(cells), "alive": alive, "type": type_}, p)
 
     def step(key, w, actions, p):
         cell = grid(p).move_to_empty(key, w["cell"], actions == 1, w["alive"])
