@@ -65,6 +65,10 @@ as ``init`` left it).
 More options of a kind's cohort: ``cohort_options(p) -> {kind: {option: value}}`` (e.g.
 ``{"learned": {"rule": "ga", "evolve_every": 10}, "llm": {"memory_size": 5}}``; an LLM
 memory size given here is kept with ``render`` too).
+
+``period(p)``, optional: steps per unit of time (e.g. the rounds of a generation). Rows are
+then those of each period's last step (every ``record_every``-th period), at time step /
+period, and the run's horizon is in periods.
 """
 
 from __future__ import annotations
@@ -153,12 +157,16 @@ class Study(Scenario):
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
     done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
     talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
+    period = None  # optional period(p) -> int: steps per unit of time (rows once a period)
 
     def horizon(self, config: Any) -> tuple[float, str]:
-        return float(self._steps(config)), f"{self.unit}s"
+        return self._steps(config) / self._period(config), f"{self.unit}s"
 
     def _steps(self, cfg: Any) -> int:
         return int(type(self).length(cfg)) if type(self).length is not None else cfg.steps
+
+    def _period(self, cfg: Any) -> int:
+        return int(type(self).period(cfg)) if type(self).period is not None else 1
 
     # -- the framework ----------------------------------------------------------------------
     def _bound(self, cfg: Any) -> dict[str, Any]:
@@ -235,14 +243,16 @@ class Study(Scenario):
         """Rows of reporters ``(replicates, steps, *axes)`` from step ``t0 + 1``, those of
         every ``record_every``-th step and the ``end`` (default ``steps``), step by step (so
         the rows do not depend on how the run was cut in chunks); returns the last values."""
-        last, kept, every = {}, {}, getattr(cfg, "record_every", 1)
+        last, kept, per = {}, {}, self._period(cfg)
+        every = getattr(cfg, "record_every", 1) * per
         for name, v in values.items():
             v = np.asarray(v, dtype=np.float64)
             v = v.reshape(len(reps), -1, *v.shape[2:]) if v.ndim < 3 else v
             times = np.arange(t0 + 1, t0 + v.shape[1] + 1)
-            keep = (times % every == 0) | (times == (self._steps(cfg) if end is None else end))
+            end_ = self._steps(cfg) if end is None else end
+            keep = (times % every == 0) | ((times == end_) & (times % per == 0))
             kept[name], last[name] = v[:, keep], v[:, -1]
-        at = times[keep] if kept else np.zeros(0)
+        at = times[keep] / per if kept else np.zeros(0)
         if type(self).sparse and all(v.ndim == 2 for v in kept.values()):  # NaN makes no row
             for i, time in enumerate(at.tolist()):
                 for name, v in kept.items():
@@ -308,7 +318,7 @@ class Study(Scenario):
                 v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1, *np.shape(v)[2:])
                 if kinds is None:  # rule agents only
                     kinds = np.full(v.shape[:2], "rules", object)
-                self._rows(ctx, name, float(self._steps(cfg)), v, reps, kinds)
+                self._rows(ctx, name, self._steps(cfg) / self._period(cfg), v, reps, kinds)
         out = {name: np.asarray(last[name]) for name in self.headline if name in last}
         if type(self).summary is not None:  # headline values of the last world's own
             extra = self._compiled(cfg, "summary")(world)
@@ -403,9 +413,8 @@ class Study(Scenario):
             )
 
         async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
-            return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(
-                self._steps(cfg)
-            )
+            done = await self._cohort_replicate(cfg, ctx, int(reps[0]), client)
+            return done, self._steps(cfg) / self._period(cfg)
 
         return drive(
             cfg,
