@@ -69,6 +69,11 @@ memory size given here is kept with ``render`` too).
 ``period(p)``, optional: steps per unit of time (e.g. the rounds of a generation). Rows are
 then those of each period's last step (every ``record_every``-th period), at time step /
 period, and the run's horizon is in periods.
+
+Generations: a world with a ``parent`` entry (int per agent, -1: none) that ``step`` sets
+for some agents replaces them, after the step (and after learning), by children of those
+parents: each joins its parent's kind, a learned child inherits the policy with noise of std
+the parameter ``mutation`` (if any), an LLM child its persona (``step`` updates ``kind``).
 """
 
 from __future__ import annotations
@@ -506,6 +511,19 @@ class Study(Scenario):
                     for a, m in llm.posts
                 )
 
+    async def _births(
+        self, cfg: Any, ctx: RunContext, r: int, t: int, world: Any, pop: Any, kinds: Any
+    ) -> None:
+        """Agents whose world ``parent`` is set are replaced by children of those parents."""
+        parent = np.asarray(world["parent"])
+        born = np.flatnonzero(parent >= 0)
+        if born.size:
+            pop.remove(born)
+            key = jax.random.fold_in(ctx.rng.key("births", r), t)
+            mutation = getattr(cfg, "mutation", 0.0)
+            pop.fork(parent[born], born, key=key, mutation=mutation, time=float(t + 1))
+            kinds[born] = kinds[parent[born]]
+
     def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
         acts, reply = type(self).actions, type(self).reply
@@ -626,6 +644,8 @@ class Study(Scenario):
                             pop.learn(a, o, x, state["return"][a], key_k)
                         state["decisions"], state["return"] = [], np.zeros(ids.size)
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
+            if isinstance(state["world"], dict) and "parent" in state["world"]:
+                await self._births(cfg, ctx, r, t, state["world"], pop, kinds)
             stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
             state["last"] = self._record(
                 cfg,
@@ -676,6 +696,7 @@ class Study(Scenario):
                 with talked.open("r+b") as fh:
                     fh.truncate(int(saved.get("talked", 0)))
             pop.load_state_dict(saved["population"])
+            kinds[:] = [pop.cohorts[i].name for i in pop.cohort_of]  # births changed them
 
         async def save() -> dict[str, Any]:
             """The run as data: a request in flight is saved once its reply is in."""
