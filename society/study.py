@@ -549,7 +549,7 @@ class Study(Scenario):
         fields = reply.model_fields
         field = next((n for n, f in fields.items() if f.annotation is not str), next(iter(fields)))
         text = {n: "" for n in fields if n != field}
-        low, high = acts.bounds(cfg)
+        low, high = acts.bounds(cfg) if acts.clip else (-np.inf, np.inf)
         return (reply, lambda m: float(np.clip(float(getattr(m, field)), low, high)),
                 lambda a: reply.model_construct(**text, **{field: a}))  # fmt: skip
 
