@@ -74,6 +74,13 @@ Generations: a world with a ``parent`` entry (int per agent, -1: none) that ``st
 for some agents replaces them, after the step (and after learning), by children of those
 parents: each joins its parent's kind, a learned child inherits the policy with noise of std
 the parameter ``mutation`` (if any), an LLM child its persona (``step`` updates ``kind``).
+
+Personas: with ``persona(world, agent, personas, p)`` (a prompt, or None), each LLM agent
+writes its persona before its first choice (at the start, and when born to a parent), all in
+flight together: the last field of its answer (``persona_reply``, a pydantic model; default
+one field ``persona``). ``world`` is the replicate's world (numpy), ``personas`` the
+replicate's LLM agents' personas, ``{agent: text}``; ``render`` sees an agent's own as the
+field ``persona``. ``reply`` may be a function of the parameters.
 """
 
 from __future__ import annotations
@@ -163,6 +170,8 @@ class Study(Scenario):
     done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
     talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
     period = None  # optional period(p) -> int: steps per unit of time (rows once a period)
+    persona = None  # optional persona(world, agent, personas, p) -> prompt: a new LLM agent's
+    persona_reply: ClassVar[Any] = None  # its answer (the last field is the persona)
 
     def horizon(self, config: Any) -> tuple[float, str]:
         return self._steps(config) / self._period(config), f"{self.unit}s"
@@ -523,10 +532,34 @@ class Study(Scenario):
             mutation = getattr(cfg, "mutation", 0.0)
             pop.fork(parent[born], born, key=key, mutation=mutation, time=float(t + 1))
             kinds[born] = kinds[parent[born]]
+            new = born[kinds[born] == "llm"]
+            if type(self).persona is not None and new.size:
+                await self._personas(cfg, r, world, pop.cohort("llm"), new)
+
+    async def _personas(self, cfg: Any, r: int, world: Any, llm: Any, agents: Any) -> None:
+        """LLM ``agents`` each write their persona (``persona``), in flight together."""
+        from society.llm import Request
+
+        host = jax.tree_util.tree_map(np.asarray, world)
+        mine = dict(zip(llm.agents.tolist(), llm.personas, strict=True))
+        asks = [(a, type(self).persona(host, a, mine, cfg)) for a in agents.tolist()]
+        asks = [(a, text) for a, text in asks if text is not None]
+        model = type(self).persona_reply or create_model("Persona", persona=(str, ...))
+        field = list(model.model_fields)[-1]
+        system = {"role": "system", "content": llm.system_prompt}
+        fallback = model.model_construct(**{field: ""})
+        requests = [Request([system, {"role": "user", "content": text}], schema=model,
+                            fallback=fallback, sample=r, agent=a, cohort="llm") for a, text in asks]  # fmt: skip
+        done = await llm.client.complete_many(requests) if requests else []
+        for (a, _), c in zip(asks, done, strict=True):
+            text = getattr(c.parsed, field) if c.parsed is not None else ""
+            llm.personas[int(llm.local(np.array([a]))[0])] = text
 
     def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
         acts, reply = type(self).actions, type(self).reply
+        if reply is not None and not isinstance(reply, type):  # a function of the parameters
+            reply = reply(cfg)
         if isinstance(acts, Continuous):
             return self._number_reply(acts, reply, cfg)
         if reply is None:
@@ -681,6 +714,8 @@ class Study(Scenario):
                 code = (kinds == "learned") + 2 * (kinds == "llm")
                 state["world"]["kind"] = jnp.asarray(code, state["world"]["kind"].dtype)
             sim.at(0.0, act, 0, name="act")
+            if type(self).persona is not None and "llm" in kinds:  # written before step 0
+                await self._personas(cfg, r, state["world"], pop.cohort("llm"), ids[kinds == "llm"])
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
             state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
