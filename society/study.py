@@ -654,8 +654,7 @@ class Study(Scenario):
                     sim.at(float(t + cfg.llm_latency), reply, name="reply", priority=-1)
                 actions[slow] = state["held"]
             state["choice"] = actions.copy()
-            actions = jnp.asarray(actions)
-            state["world"], values, rewards = moment(state["world"], key, t, actions)
+            state["world"], values, rewards = moment(state["world"], key, t, jnp.asarray(actions))
             if rewards is not None:  # LLM agents with a latency learn when their reply lands
                 learners = fast[due[fast] & ~idle[fast]]
                 seen = obs if learners.size == ids.size else rows(learners)
