@@ -139,14 +139,16 @@ class DonorGame(Study):
                  "held": jnp.sum(donor & ok), "punished": out["punished"].sum(), "invalid": out["invalid"].sum()}  # fmt: skip
         w = {**w, "t": w["t"] + 1, "parent": jnp.full_like(w["parent"], -1),
              "tally": jax.tree_util.tree_map(lambda x, y: x + y.astype(jnp.float32), w["tally"], tally)}  # fmt: skip
-        over = rnd == p.steps - 1  # a game ends: resources and traces start afresh
-        fresh = {**w, "resources": jnp.full_like(res, p.endowment), "trace": fresh_trace(*res.shape, p.trace_depth),
+
+        def afresh(w):  # a game ends: resources and traces start afresh; a generation: selection
+            w = {**w, "resources": jnp.full_like(res, p.endowment), "trace": fresh_trace(*res.shape, p.trace_depth),
                  "first": jnp.where(game == 0, res, w["first"])}  # fmt: skip
-        w = jax.tree_util.tree_map(
-            lambda x, y: jnp.where(over, x, y), fresh, {**w, "resources": res, "trace": trace}
-        )
+            return jax.lax.cond(
+                game == 1, lambda w: select(key, w, g, w["first"], res, p), lambda w: w, w
+            )
+
         w = jax.lax.cond(
-            over & (game == 1), lambda w: select(key, w, g, w["first"], res, p), lambda w: w, w
+            rnd == p.steps - 1, afresh, lambda w: w, {**w, "resources": res, "trace": trace}
         )
         return w, out
 
