@@ -81,7 +81,8 @@ class DonorGame(Study):
     name = "donor-game"
     unit = "generation"
     labels = {"agent": int, "cohort": str}
-    actions = Continuous(-jnp.inf, jnp.inf, rule=lambda o, p: p.give_fraction, fallback=0.0)
+    # a share of the donor's resources; LLM agents answer in units (step reads them, unclipped)
+    actions = Continuous(0.0, 1.0, rule=lambda o, p: p.give_fraction, fallback=0.0, clip=False)
     features = ("recipient_last_given", "has_trace", "resources_norm", "recipient_resources_norm")
     system = staticmethod(lambda p: prompts.system_prompt(
         endowment=p.endowment, multiplier=p.multiplier, trace_depth=p.trace_depth,

@@ -48,10 +48,10 @@ class DonorPunishAction(BaseModel):
     """A donor's decision when costly punishment is allowed."""
 
     reasoning: str = Field(description="one or two sentences on how your strategy applies here")
+    amount: float = Field(ge=0, description="units you give up (0 up to your current resources)")
     action: Literal["donate", "punish"] = Field(
         description="donate to the recipient or punish them"
     )
-    amount: float = Field(ge=0, description="units you give up (0 up to your current resources)")
 
     @model_validator(mode="after")
     def _signed(self) -> DonorPunishAction:
