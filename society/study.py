@@ -70,7 +70,7 @@ memory size given here is kept with ``render`` too).
 then those of each period's last step (every ``record_every``-th period), at time step /
 period, and the run's horizon is in periods.
 
-Generations: a world with a ``parent`` entry (int per agent, -1: none) that ``step`` sets
+Generations: a world with a ``child_of`` entry (int per agent, -1: none) that ``step`` sets
 for some agents replaces them, after the step (and after learning), by children of those
 parents: each joins its parent's kind, a learned child inherits the policy with noise of std
 the parameter ``mutation`` (if any), an LLM child its persona (``step`` updates ``kind``).
@@ -523,8 +523,8 @@ class Study(Scenario):
     async def _births(
         self, cfg: Any, ctx: RunContext, r: int, t: int, world: Any, pop: Any, kinds: Any
     ) -> None:
-        """Agents whose world ``parent`` is set are replaced by children of those parents."""
-        parent = np.asarray(world["parent"])
+        """Agents whose world ``child_of`` is set are replaced by children of those parents."""
+        parent = np.asarray(world["child_of"])
         born = np.flatnonzero(parent >= 0)
         if born.size:
             pop.remove(born)
@@ -676,7 +676,7 @@ class Study(Scenario):
                             pop.learn(a, o, x, state["return"][a], key_k)
                         state["decisions"], state["return"] = [], np.zeros(ids.size)
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
-            if isinstance(state["world"], dict) and "parent" in state["world"]:
+            if isinstance(state["world"], dict) and "child_of" in state["world"]:
                 await self._births(cfg, ctx, r, t, state["world"], pop, kinds)
             stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
             state["last"] = self._record(
