@@ -66,7 +66,7 @@ def select(key, w, g, first, final, p):  # noqa: ANN001, ANN201
     last = g + 1 >= p.generations
     parent = jnp.full(n, -1, jnp.int32).at[dead].set(jnp.where(last, -1, survivors))
     born = parent >= 0
-    return {**w, "report": rep, "fitness": fitness, "parent": parent,
+    return {**w, "report": rep, "fitness": fitness, "child_of": parent,
             "kind": jnp.where(born, w["kind"][jnp.maximum(parent, 0)], w["kind"]),
             "born": w["born"].at[dead].set(jnp.where(last, w["born"][dead], g + 2)),
             "index": w["index"].at[dead].set(jnp.where(last, w["index"][dead], jnp.arange(1, h + 1))),
@@ -102,7 +102,7 @@ class DonorGame(Study):
 
     def init(key, p):
         n, nan = p.population, jnp.float32(jnp.nan)
-        return {"t": jnp.int32(0), "kind": jnp.zeros(n, jnp.int32), "parent": jnp.full(n, -1, jnp.int32),
+        return {"t": jnp.int32(0), "kind": jnp.zeros(n, jnp.int32), "child_of": jnp.full(n, -1, jnp.int32),
                 "born": jnp.ones(n, jnp.int32), "index": jnp.arange(1, n + 1, dtype=jnp.int32),
                 "order": jax.random.permutation(key, n).astype(jnp.int32),
                 "resources": jnp.full(n, p.endowment, jnp.float32), "trace": fresh_trace(n, p.trace_depth),
@@ -138,7 +138,7 @@ class DonorGame(Study):
         ok = out["held"] > 0
         tally = {"given": out["given"].sum(), "share": jnp.sum(jnp.where(ok, out["given"] / jnp.where(ok, out["held"], 1), 0)),
                  "held": jnp.sum(donor & ok), "punished": out["punished"].sum(), "invalid": out["invalid"].sum()}  # fmt: skip
-        w = {**w, "t": w["t"] + 1, "parent": jnp.full_like(w["parent"], -1),
+        w = {**w, "t": w["t"] + 1, "child_of": jnp.full_like(w["child_of"], -1),
              "tally": jax.tree_util.tree_map(lambda x, y: x + y.astype(jnp.float32), w["tally"], tally)}  # fmt: skip
 
         def afresh(w):  # a game ends: resources and traces start afresh; a generation: selection
@@ -164,7 +164,7 @@ class DonorGame(Study):
         its replicate's LLM survivors' strategies and scores, best first."""
         advice = None
         if world["t"] > 0:
-            mine = [a for a in personas if world["parent"][a] < 0]
+            mine = [a for a in personas if world["child_of"][a] < 0]
             advice = [(f"{world['born'][a]}_{world['index'][a]}", float(world["fitness"][a]), personas[a])
                       for a in sorted(mine, key=lambda a: -world["fitness"][a])]  # fmt: skip
         return prompts.strategy_prompt(f"{world['born'][agent]}_{world['index'][agent]}", advice)
