@@ -465,7 +465,9 @@ class Study(Scenario):
                 c.template = lambda fields: render(
                     {**fields, "replies": c.replies, "messages": c.posts}, cfg
                 )
-                c.messages = lambda agent, pos, fields: _chat(c.template(fields), c)
+                c.messages = lambda agent, pos, fields: _chat(
+                    c.template({**fields, "persona": c.personas[pos]}), c
+                )
             return c
 
         return {

@@ -94,15 +94,12 @@ class LLMCohort(Cohort):
 
     def messages(self, agent: int, pos: int, fields: Mapping[str, Any]) -> list[dict[str, str]]:
         """The chat messages of one agent for one observation."""
-        persona, rendered = self.personas[pos], callable(self.template)
         system = self.system_prompt + (
-            f"\n\nYour persona: {persona}" if persona and not rendered else ""
+            f"\n\nYour persona: {self.personas[pos]}" if self.personas[pos] else ""
         )
-        try:  # a callable template sees the persona as a field and puts it where it wants
+        try:
             user = (
-                self.template({**fields, "persona": persona})
-                if rendered
-                else self.template.format(**fields)
+                self.template(fields) if callable(self.template) else self.template.format(**fields)
             )
         except KeyError as exc:
             raise KeyError(
