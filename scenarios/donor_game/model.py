@@ -92,6 +92,7 @@ class DonorGame(Study):
     )
     persona_reply = prompts.StrategyReply
     reporters = {k: (lambda w, out, k=k: w["report"][k]) for k in REPORTS}
+    sparse = tuple(f"mean_resources.{k}" for k in KINDS)  # a kind absent: no row
     headline = HEADLINE
 
     def length(p):
