@@ -65,12 +65,15 @@ class Continuous:
     ``rule(obs, p)`` is the rule agents' number from one agent's observation, vectorised as
     :class:`Discrete`'s; learned agents' actions in (0, 1) are scaled to ``[low, high]``; an
     LLM agent's reply is a float, clipped to ``[low, high]``; ``fallback`` (default NaN) is
-    what an LLM agent does when its call fails (a study may read NaN as "as before")."""
+    what an LLM agent does when its call fails (a study may read NaN as "as before").
+    ``clip=False``: an LLM agent's number reaches ``step`` as it answered (e.g. units the
+    study converts and validates itself)."""
 
     low: float | Callable[[Any], float]
     high: float | Callable[[Any], float]
     rule: Callable[[Mapping[str, Any], Any], Any] | None = None
     fallback: float = float("nan")
+    clip: bool = True
 
     def bounds(self, p: Any) -> tuple[float, float]:
         """``(low, high)`` for the parameters ``p``."""

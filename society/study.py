@@ -65,6 +65,22 @@ as ``init`` left it).
 More options of a kind's cohort: ``cohort_options(p) -> {kind: {option: value}}`` (e.g.
 ``{"learned": {"rule": "ga", "evolve_every": 10}, "llm": {"memory_size": 5}}``; an LLM
 memory size given here is kept with ``render`` too).
+
+``period(p)``, optional: steps per unit of time (e.g. the rounds of a generation). Rows are
+then those of each period's last step (every ``record_every``-th period), at time step /
+period, and the run's horizon is in periods.
+
+Generations: a world with a ``child_of`` entry (int per agent, -1: none) that ``step`` sets
+for some agents replaces them, after the step (and after learning), by children of those
+parents: each joins its parent's kind, a learned child inherits the policy with noise of std
+the parameter ``mutation`` (if any), an LLM child its persona (``step`` updates ``kind``).
+
+Personas: with ``persona(world, agent, personas, p)`` (a prompt, or None), each LLM agent
+writes its persona before its first choice (at the start, and when born to a parent), all in
+flight together: the last field of its answer (``persona_reply``, a pydantic model; default
+one field ``persona``). ``world`` is the replicate's world (numpy), ``personas`` the
+replicate's LLM agents' personas, ``{agent: text}``; ``render`` sees an agent's own as the
+field ``persona``. ``reply`` may be a function of the parameters.
 """
 
 from __future__ import annotations
@@ -153,12 +169,18 @@ class Study(Scenario):
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
     done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
     talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
+    period = None  # optional period(p) -> int: steps per unit of time (rows once a period)
+    persona = None  # optional persona(world, agent, personas, p) -> prompt: a new LLM agent's
+    persona_reply: ClassVar[Any] = None  # its answer (the last field is the persona)
 
     def horizon(self, config: Any) -> tuple[float, str]:
-        return float(self._steps(config)), f"{self.unit}s"
+        return self._steps(config) / self._period(config), f"{self.unit}s"
 
     def _steps(self, cfg: Any) -> int:
         return int(type(self).length(cfg)) if type(self).length is not None else cfg.steps
+
+    def _period(self, cfg: Any) -> int:
+        return int(type(self).period(cfg)) if type(self).period is not None else 1
 
     # -- the framework ----------------------------------------------------------------------
     def _bound(self, cfg: Any) -> dict[str, Any]:
@@ -235,14 +257,16 @@ class Study(Scenario):
         """Rows of reporters ``(replicates, steps, *axes)`` from step ``t0 + 1``, those of
         every ``record_every``-th step and the ``end`` (default ``steps``), step by step (so
         the rows do not depend on how the run was cut in chunks); returns the last values."""
-        last, kept, every = {}, {}, getattr(cfg, "record_every", 1)
+        last, kept, per = {}, {}, self._period(cfg)
+        every = getattr(cfg, "record_every", 1) * per
         for name, v in values.items():
             v = np.asarray(v, dtype=np.float64)
             v = v.reshape(len(reps), -1, *v.shape[2:]) if v.ndim < 3 else v
             times = np.arange(t0 + 1, t0 + v.shape[1] + 1)
-            keep = (times % every == 0) | (times == (self._steps(cfg) if end is None else end))
+            end_ = self._steps(cfg) if end is None else end
+            keep = (times % every == 0) | ((times == end_) & (times % per == 0))
             kept[name], last[name] = v[:, keep], v[:, -1]
-        at = times[keep] if kept else np.zeros(0)
+        at = times[keep] / per if kept else np.zeros(0)
         if type(self).sparse and all(v.ndim == 2 for v in kept.values()):  # NaN makes no row
             for i, time in enumerate(at.tolist()):
                 for name, v in kept.items():
@@ -308,7 +332,7 @@ class Study(Scenario):
                 v = np.asarray(v, dtype=np.float64).reshape(len(reps), -1, *np.shape(v)[2:])
                 if kinds is None:  # rule agents only
                     kinds = np.full(v.shape[:2], "rules", object)
-                self._rows(ctx, name, float(self._steps(cfg)), v, reps, kinds)
+                self._rows(ctx, name, self._steps(cfg) / self._period(cfg), v, reps, kinds)
         out = {name: np.asarray(last[name]) for name in self.headline if name in last}
         if type(self).summary is not None:  # headline values of the last world's own
             extra = self._compiled(cfg, "summary")(world)
@@ -403,9 +427,8 @@ class Study(Scenario):
             )
 
         async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
-            return await self._cohort_replicate(cfg, ctx, int(reps[0]), client), float(
-                self._steps(cfg)
-            )
+            done = await self._cohort_replicate(cfg, ctx, int(reps[0]), client)
+            return done, self._steps(cfg) / self._period(cfg)
 
         return drive(
             cfg,
@@ -442,7 +465,9 @@ class Study(Scenario):
                 c.template = lambda fields: render(
                     {**fields, "replies": c.replies, "messages": c.posts}, cfg
                 )
-                c.messages = lambda agent, pos, fields: _chat(c.template(fields), c)
+                c.messages = lambda agent, pos, fields: _chat(
+                    c.template({**fields, "persona": c.personas[pos]}), c
+                )
             return c
 
         return {
@@ -497,9 +522,46 @@ class Study(Scenario):
                     for a, m in llm.posts
                 )
 
+    async def _births(
+        self, cfg: Any, ctx: RunContext, r: int, t: int, world: Any, pop: Any, kinds: Any
+    ) -> None:
+        """Agents whose world ``child_of`` is set are replaced by children of those parents."""
+        parent = np.asarray(world["child_of"])
+        born = np.flatnonzero(parent >= 0)
+        if born.size:
+            pop.remove(born)
+            key = jax.random.fold_in(ctx.rng.key("births", r), t)
+            mutation = getattr(cfg, "mutation", 0.0)
+            pop.fork(parent[born], born, key=key, mutation=mutation, time=float(t + 1))
+            kinds[born] = kinds[parent[born]]
+            new = born[kinds[born] == "llm"]
+            if type(self).persona is not None and new.size:
+                await self._personas(cfg, r, world, pop.cohort("llm"), new)
+
+    async def _personas(self, cfg: Any, r: int, world: Any, llm: Any, agents: Any) -> None:
+        """LLM ``agents`` each write their persona (``persona``), in flight together."""
+        from society.llm import Request
+
+        host = jax.tree_util.tree_map(np.asarray, world)
+        mine = dict(zip(llm.agents.tolist(), llm.personas, strict=True))
+        asks = [(a, type(self).persona(host, a, mine, cfg)) for a in agents.tolist()]
+        asks = [(a, text) for a, text in asks if text is not None]
+        model = type(self).persona_reply or create_model("Persona", persona=(str, ...))
+        field = list(model.model_fields)[-1]
+        system = {"role": "system", "content": llm.system_prompt}
+        fallback = model.model_construct(**{field: ""})
+        requests = [Request([system, {"role": "user", "content": text}], schema=model,
+                            fallback=fallback, sample=r, agent=a, cohort="llm") for a, text in asks]  # fmt: skip
+        done = await llm.client.complete_many(requests) if requests else []
+        for (a, _), c in zip(asks, done, strict=True):
+            text = getattr(c.parsed, field) if c.parsed is not None else ""
+            llm.personas[int(llm.local(np.array([a]))[0])] = text
+
     def _reply(self, cfg: Any) -> tuple[Any, Any, Any]:
         """LLM agents' answer: (its pydantic model, answer -> action, action -> answer)."""
         acts, reply = type(self).actions, type(self).reply
+        if reply is not None and not isinstance(reply, type):  # a function of the parameters
+            reply = reply(cfg)
         if isinstance(acts, Continuous):
             return self._number_reply(acts, reply, cfg)
         if reply is None:
@@ -522,7 +584,7 @@ class Study(Scenario):
         fields = reply.model_fields
         field = next((n for n, f in fields.items() if f.annotation is not str), next(iter(fields)))
         text = {n: "" for n in fields if n != field}
-        low, high = acts.bounds(cfg)
+        low, high = acts.bounds(cfg) if acts.clip else (-np.inf, np.inf)
         return (reply, lambda m: float(np.clip(float(getattr(m, field)), low, high)),
                 lambda a: reply.model_construct(**text, **{field: a}))  # fmt: skip
 
@@ -594,8 +656,7 @@ class Study(Scenario):
                     sim.at(float(t + cfg.llm_latency), reply, name="reply", priority=-1)
                 actions[slow] = state["held"]
             state["choice"] = actions.copy()
-            actions = jnp.asarray(actions)
-            state["world"], values, rewards = moment(state["world"], key, t, actions)
+            state["world"], values, rewards = moment(state["world"], key, t, jnp.asarray(actions))
             if rewards is not None:  # LLM agents with a latency learn when their reply lands
                 learners = fast[due[fast] & ~idle[fast]]
                 seen = obs if learners.size == ids.size else rows(learners)
@@ -617,6 +678,8 @@ class Study(Scenario):
                             pop.learn(a, o, x, state["return"][a], key_k)
                         state["decisions"], state["return"] = [], np.zeros(ids.size)
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
+            if isinstance(state["world"], dict) and "child_of" in state["world"]:
+                await self._births(cfg, ctx, r, t, state["world"], pop, kinds)
             stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
             state["last"] = self._record(
                 cfg,
@@ -652,6 +715,8 @@ class Study(Scenario):
                 code = (kinds == "learned") + 2 * (kinds == "llm")
                 state["world"]["kind"] = jnp.asarray(code, state["world"]["kind"].dtype)
             sim.at(0.0, act, 0, name="act")
+            if type(self).persona is not None and "llm" in kinds:  # written before step 0
+                await self._personas(cfg, r, state["world"], pop.cohort("llm"), ids[kinds == "llm"])
         else:
             like = jax.eval_shape(self._bound(cfg)["init"], key)
             state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
@@ -667,6 +732,7 @@ class Study(Scenario):
                 with talked.open("r+b") as fh:
                     fh.truncate(int(saved.get("talked", 0)))
             pop.load_state_dict(saved["population"])
+            kinds[:] = [pop.cohorts[i].name for i in pop.cohort_of]  # births changed them
 
         async def save() -> dict[str, Any]:
             """The run as data: a request in flight is saved once its reply is in."""

@@ -36,9 +36,10 @@ MIXED = {
 CASES = {"rules": (RULES, SEED, 2), "rules+learned": (MIXED, 1, 1)}
 
 
-def _after(generations: int):
-    """A checkpoint taken after ``generations`` generations (selection has run)."""
-    return lambda c: c["world"]["generations_done"] >= generations
+def _after(generations: int, steps: int = 4):
+    """A checkpoint taken after ``generations`` generations (selection has run): the clock
+    counts rounds, two games of ``steps`` rounds a generation."""
+    return lambda c: c["scheduler"]["now"] >= generations * 2 * steps
 
 
 @pytest.mark.parametrize("case", CASES)

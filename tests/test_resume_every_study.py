@@ -23,6 +23,7 @@ SMALL = {  # a few steps of a small world each (what the test is about is the fr
     "commons": {"population": 5, "steps": 3, "episodes": 2},
     "conformity": {"population": 12, "steps": 4},
     "division-of-labour": {"population": 12, "steps": 4, "average_from": 1},
+    "donor-game": {"agents": "rules", "population": 4, "steps": 4, "generations": 2},
     "elo-league": {"league": 4, "games": 2, "eval_games": 4, "steps": 4},
     "indirect-reciprocity": {"population": 12, "steps": 4, "strategies": "disc:2,random:1"},
     "learning-aware-ipd": {"learners": 4, "steps": 4},

@@ -9,10 +9,10 @@ strategies) is shown as quoted JSON strings, data rather than instructions.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from scenarios.donor_game.dynamics import DONATED, EMPTY, INVALID, NO_HISTORY, PUNISHED
 
@@ -30,6 +30,12 @@ class StrategyReply(BaseModel):
     reasoning: str = Field(description="brief step-by-step thinking about a successful strategy")
     strategy: str = Field(description=f"one sentence starting '{STRATEGY_PREFIX}'")
 
+    @field_validator("strategy")
+    @classmethod
+    def _bounded(cls, text: str) -> str:
+        """One line, cut at MAX_STRATEGY_CHARS."""
+        return " ".join(text.split())[:MAX_STRATEGY_CHARS]
+
 
 class DonorAction(BaseModel):
     """A donor's decision."""
@@ -42,16 +48,17 @@ class DonorPunishAction(BaseModel):
     """A donor's decision when costly punishment is allowed."""
 
     reasoning: str = Field(description="one or two sentences on how your strategy applies here")
+    amount: float = Field(ge=0, description="units you give up (0 up to your current resources)")
     action: Literal["donate", "punish"] = Field(
         description="donate to the recipient or punish them"
     )
-    amount: float = Field(ge=0, description="units you give up (0 up to your current resources)")
 
-
-def signed_units(choice: BaseModel) -> float:
-    """The world's reading of an answer: units given up, negative for a punishment."""
-    amount = float(choice.amount)  # type: ignore[attr-defined]
-    return -amount if getattr(choice, "action", "donate") == "punish" else amount
+    @model_validator(mode="after")
+    def _signed(self) -> DonorPunishAction:
+        """The world's reading: the units spent punishing count as negative."""
+        if self.action == "punish":
+            self.amount = -self.amount
+        return self
 
 
 def units(x: float) -> str:
@@ -142,32 +149,28 @@ def strategy_prompt(name: str, advice: Sequence[tuple[str, float, str]] | None) 
     )
 
 
-def trace_text(
-    fields: Mapping[str, float], depth: int, name_of: Callable[[int], str], loss: float
-) -> str:
-    """The recipient's trace as sentences, newest first (``name_of(row) -> str``)."""
+def trace_text(trace: Sequence[Sequence[float]], loss: float) -> str:
+    """The recipient's trace as sentences, newest first: rows of ``TRACE_FIELDS`` then the
+    names (born, index) of the donor and of the recipient."""
     lines = []
-    for k in range(depth):
-        kind = int(fields[f"t{k}_kind"])
+    for kind, rnd, _, _, fraction, x, *names in trace:
+        who, other = (f"{int(names[k])}_{int(names[k + 1])}" for k in (0, 2))
         if kind == EMPTY:
             break
-        rnd = int(fields[f"t{k}_round"])
-        who = name_of(int(fields[f"t{k}_donor"]))
-        other = name_of(int(fields[f"t{k}_recipient"]))
         if kind == NO_HISTORY:
             lines.append(f"{who} did not have any previous interactions.")
         elif kind == DONATED:
-            pct = 100.0 * float(fields[f"t{k}_fraction"])
-            lines.append(f"In round {rnd}, {who} donated {pct:.2f}% of their resources to {other}.")
-        elif kind == PUNISHED:
-            x = float(fields[f"t{k}_amount"])
             lines.append(
-                f"In round {rnd}, {who} punished {other} by spending {units(x)} units to take "
+                f"In round {int(rnd)}, {who} donated {100.0 * fraction:.2f}% of their resources to {other}."
+            )
+        elif kind == PUNISHED:
+            lines.append(
+                f"In round {int(rnd)}, {who} punished {other} by spending {units(x)} units to take "
                 f"away {units(loss * x)} units from their resources."
             )
         elif kind == INVALID:
             lines.append(
-                f"In round {rnd}, {who} made an invalid offer to {other} and gave nothing."
+                f"In round {int(rnd)}, {who} made an invalid offer to {other} and gave nothing."
             )
     return " ".join(lines)
 

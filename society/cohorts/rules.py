@@ -114,6 +114,8 @@ def _pad_rows(tree: Pytree, n: int, size: int) -> Pytree:
             )
         if size == n:
             return x
+        if isinstance(x, np.ndarray):  # rows on the host: padded there (no eager jax dispatch)
+            return np.concatenate([x, np.broadcast_to(x[:1], (size - n,) + x.shape[1:])])
         x = jnp.asarray(x)
         return jnp.concatenate([x, jnp.broadcast_to(x[:1], (size - n,) + x.shape[1:])])
 
