@@ -167,16 +167,29 @@ def test_sigterm_stops_at_a_checkpoint_and_society_resume_continues(
 
 # division-of-labour's rule engine: 2 replicates in one batch, 10 chunks of 1000 steps.
 COLONY = {"population": 1000, "steps": 10000, "average_from": 5000, "record_every": 100}
+# indirect-reciprocity's rule agents (random players and errors: the world's coming draws are
+# part of the world): 2 replicates in one batch, a checkpoint every round.
+DONORS = {
+    "population": 500,
+    "steps": 1500,
+    "strategies": "disc:8,random:1,alld:1",
+    "execution_error": 0.02,
+    "q": 0.8,
+    "record_every": 50,
+}
 
 
-def test_a_killed_division_of_labour_run_resumes_to_the_same_rows(tmp_path: Path) -> None:
-    reference = scenarios.run("division-of-labour", seed=SEED, replicates=2, write=False, **COLONY)
+@pytest.mark.parametrize(
+    "name, config", [("division-of-labour", COLONY), ("indirect-reciprocity", DONORS)]
+)
+def test_a_killed_run_of_rule_agents_resumes_to_the_same_rows(
+    tmp_path: Path, name: str, config: dict
+) -> None:
+    reference = scenarios.run(name, seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    kill_after_checkpoint(out, "division-of-labour", COLONY, "--replicates", "2")
+    kill_after_checkpoint(out, name, config, "--replicates", "2")
     same_run(
-        scenarios.run("division-of-labour", seed=SEED, replicates=2, resume=out, config=COLONY),
-        reference,
-        out,
+        scenarios.run(name, seed=SEED, replicates=2, resume=out, config=config), reference, out
     )
 
 
@@ -231,30 +244,3 @@ def test_a_corrupt_checkpoint_is_one_line_and_leaves_the_run_alone(
             load_for_resume(run)
         assert "\n" not in str(err.value)
         assert part.read_bytes() == b"rows"
-
-
-# indirect-reciprocity's rule agents (random players and errors: the world's coming draws are
-# part of the world): 2 replicates in one batch, a checkpoint every round.
-DONORS = {
-    "population": 500,
-    "steps": 1500,
-    "strategies": "disc:8,random:1,alld:1",
-    "execution_error": 0.02,
-    "q": 0.8,
-    "record_every": 50,
-}
-
-
-def test_a_killed_indirect_reciprocity_run_of_rule_agents_resumes_to_the_same_rows(
-    tmp_path: Path,
-) -> None:
-    reference = scenarios.run(
-        "indirect-reciprocity", seed=SEED, replicates=2, write=False, **DONORS
-    )
-    out = tmp_path / "run"
-    kill_after_checkpoint(out, "indirect-reciprocity", DONORS, "--replicates", "2")
-    same_run(
-        scenarios.run("indirect-reciprocity", seed=SEED, replicates=2, resume=out, config=DONORS),
-        reference,
-        out,
-    )

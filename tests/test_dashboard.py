@@ -130,7 +130,10 @@ def _read_events(url: str, stop_after) -> list[tuple[str, dict]]:
     async def main() -> list[tuple[str, dict]]:
         events: list[tuple[str, dict]] = []
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as resp:
+        # One SSE event holds every row so far on one line (hundreds of KiB once the run has
+        # gone far; a browser's EventSource takes any length): no line limit of aiohttp's.
+        session = aiohttp.ClientSession(timeout=timeout, read_bufsize=2**24)
+        async with session, session.get(url) as resp:
             assert resp.status == 200
             assert resp.headers["Content-Type"].startswith("text/event-stream")
             name = None
