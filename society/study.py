@@ -54,7 +54,8 @@ step by step. Talk: with ``talk(fields, p) -> str`` (None: silent) the due LLM a
 replicate first post one message each (``Post``), which ``render`` sees as ``fields
 ["messages"]`` (a list of (agent, text)), cut to the parameter ``message_chars`` when there is
 one, and written to ``messages.jsonl`` (checkpointed). LLM agents of replicate ``r`` draw
-sample ``r``. ``render`` and ``talk`` may also give a (system, user) pair. Scalar reporters named in ``sparse`` make no rows where they are NaN.
+sample ``r``. ``render`` and ``talk`` may also give a (system, user) pair. Scalar reporters
+named in ``sparse`` make no rows where they are NaN.
 
 Headline values beyond the reporters' last: ``summary(world, p) -> {name: value}`` of the last
 world of a replicate (e.g. means over the run the world accumulated). Agents' kinds in the
@@ -267,21 +268,17 @@ class Study(Scenario):
             keep = (times % every == 0) | ((times == end_) & (times % per == 0))
             kept[name], last[name] = v[:, keep], v[:, -1]
         at = times[keep] / per if kept else np.zeros(0)
-        if type(self).sparse and all(v.ndim == 2 for v in kept.values()):  # NaN makes no row
-            for i, time in enumerate(at.tolist()):
-                for name, v in kept.items():
-                    ok = ~np.isnan(v[:, i]) if name in type(self).sparse else slice(None)
-                    ctx.recorder.record(time, name, v[ok, i], replicate=np.asarray(reps)[ok])
-            return last
         if kept and at.size and all(v.ndim == 2 for v in kept.values()):  # scalars: one call
             names = np.asarray(list(kept), dtype=object)
             values = np.stack(list(kept.values())).transpose(2, 0, 1)  # (steps, metrics, reps)
             shape = values.shape
+            sparse = np.isin(names, list(type(self).sparse))[None, :, None]
+            keep = ~(sparse & np.isnan(values)).ravel()  # a sparse reporter's NaN makes no row
             ctx.recorder.record(
-                np.broadcast_to(at.astype(np.float64)[:, None, None], shape).ravel(),
-                np.broadcast_to(names[None, :, None], shape).ravel(),
-                values.ravel(),
-                replicate=np.broadcast_to(np.asarray(reps)[None, None, :], shape).ravel(),
+                np.broadcast_to(at.astype(np.float64)[:, None, None], shape).ravel()[keep],
+                np.broadcast_to(names[None, :, None], shape).ravel()[keep],
+                values.ravel()[keep],
+                replicate=np.broadcast_to(np.asarray(reps)[None, None, :], shape).ravel()[keep],
             )  # rows step by step, as below: the same order however the run was cut
             return last
         for i in (range(at.size) if len(kept) > 1 else [slice(None)]) if at.size else []:
