@@ -65,7 +65,9 @@ as ``init`` left it).
 
 More options of a kind's cohort: ``cohort_options(p) -> {kind: {option: value}}`` (e.g.
 ``{"learned": {"rule": "ga", "evolve_every": 10}, "llm": {"memory_size": 5}}``; an LLM
-memory size given here is kept with ``render`` too).
+memory size given here is kept with ``render`` too). ``{"llm": {"samples": k}}``: a replicate's
+LLM agents draw k independent replies to one prompt, agent a sample a mod k (default 1: the
+agents of a replicate that are asked the same share one reply; k = population: each its own).
 
 ``period(p)``, optional: steps per unit of time (e.g. the rounds of a generation). Rows are
 then those of each period's last step (every ``record_every``-th period), at time step /
@@ -450,6 +452,8 @@ class Study(Scenario):
         if render is not None:  # the rendered prompt is all an agent sees: no memory appended
             system["memory_size"] = 0
         more = type(self).cohort_options(cfg) if type(self).cohort_options else {}
+        llm_more = dict(more.get("llm", {}))
+        k = int(llm_more.pop("samples", 1))  # replies per replicate to one prompt
 
         def rendered(c: Any) -> Any:
             if render is not None:
@@ -471,8 +475,9 @@ class Study(Scenario):
             ),
             "llm": lambda a: rendered(LLMCohort(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
-                template=prompt(cfg) if callable(prompt) else prompt, **(system | more.get("llm", {})),
-                sample_of=lambda agent: r,  # replicates draw apart (the client merges same samples)
+                template=prompt(cfg) if callable(prompt) else prompt, **(system | llm_more),
+                sample_of=lambda agent: r * k + agent % k,  # replicates draw apart (the client
+                # merges same samples)
             )),
         }  # fmt: skip
 

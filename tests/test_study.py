@@ -272,3 +272,24 @@ def test_rows_of_sparse_and_labelled_reporters_are_one_call_in_step_order(
     assert m.query("metric == 'by' and time == 1")["kind"].tolist() == ["a", "c", "a", "c"]
     chunked = scenarios.run(Tally, seed=1, replicates=2, out=tmp_path / "c", checkpoint_every=1, steps=4)  # fmt: skip
     pd.testing.assert_frame_equal(chunked.metrics.reset_index(drop=True), m.reset_index(drop=True))
+
+
+def test_llm_agents_asked_the_same_draw_as_many_replies_as_samples() -> None:
+    """cohort_options' {"llm": {"samples": k}}: the agents of a replicate asked the same
+    prompt draw k replies (one call with n = k), agent a sample a mod k; default one."""
+    base = scenarios.get(STUDY)
+
+    class Sampled(base):
+        def cohort_options(p):
+            return {"llm": {"samples": 3}}
+
+    srv = TestServer(reply=coins_reply).start_in_thread()
+    try:
+        kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1", "write": False}
+        for study, n in ((base, 1), (Sampled, 3)):
+            before = srv.requests
+            scenarios.run(study, seed=1, agents="llm", population=6, steps=1, **kw)
+            bodies = srv.bodies[before:]  # step 0: every agent has one coin, one prompt
+            assert len(bodies) == 1 and int(bodies[0].get("n") or 1) == n
+    finally:
+        srv.stop()
