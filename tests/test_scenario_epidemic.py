@@ -189,7 +189,9 @@ def test_isolation_lowers_the_attack_rate():
 
 
 def test_rule_behaviours_by_hand():
-    cfg = EpidemicConfig(threshold=0.02, reduced_contact=0.4)
+    cfg = EpidemicConfig(
+        behaviour="none:1,isolate-when-sick:1,threshold:1", threshold=0.02, reduced_contact=0.4
+    )
     rule = Epidemic.actions.vectorised_rule(cfg)
     obs = {
         "symptomatic": jnp.array([1.0, 0.0, 0.0, 1.0]),

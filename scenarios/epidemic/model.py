@@ -39,6 +39,7 @@ from sim_core.errors import ConfigError
 from sim_core.graph import neighbour_mean
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS
+from society.mix import parse_weights
 from society.study import Continuous, Study
 from society.topology import make_topology
 
@@ -83,9 +84,15 @@ def chain(p: EpidemicConfig):
 
 
 def rule(o, p):
-    """A rule agent's contact level by its behaviour (none, isolate-when-sick, threshold)."""
-    sick, high = o["symptomatic"] > 0, o["prevalence_seen"] > p.threshold
-    careful = jnp.where(sick, 0.0, jnp.where((o["behaviour"] == 2) & high, p.reduced_contact, 1.0))
+    """A rule agent's contact level by its behaviour (none, isolate-when-sick, threshold); what
+    no behaviour of the mix reads is not computed (a town's contacts' prevalence is a gather)."""
+    used = {b for b, x in parse_weights(p.behaviour, BEHAVIOURS, "behaviour").items() if x > 0}
+    if used == {"none"}:
+        return 1.0
+    high = o["prevalence_seen"] > p.threshold if "threshold" in used else False
+    careful = jnp.where(
+        o["symptomatic"] > 0, 0.0, jnp.where((o["behaviour"] == 2) & high, p.reduced_contact, 1.0)
+    )
     return jnp.where(o["behaviour"] == 0, 1.0, careful)
 
 
@@ -218,11 +225,16 @@ class Epidemic(Study):
              "peak": jnp.where(higher, prevalence, w["peak"]),
              "peak_day": jnp.where(higher, t + 1, w["peak_day"])}  # fmt: skip
         mine = [w["kind"] == k for k in range(len(KINDS))]  # a kind absent: 0 / 0, no row
+        by_kind = (
+            jnp.stack([(contact * m).sum() / m.sum() for m in mine])
+            if p.agents == "mixed"  # else one kind: its mean, NaN for the others
+            else jnp.full(len(KINDS), jnp.nan).at[KINDS.index(p.agents)].set(contact.mean())
+        )
         shares = jnp.stack([(h == c).mean(dtype=jnp.float32) for c in (S, E, I, R)])
         shares = shares.at[1].set(shares[1] if p.model == "SEIR" else jnp.nan)
         nan = lambda x: jnp.where(active, x, jnp.nan)  # noqa: E731
         return w, {"shares": nan(shares), "incidence": nan(new.mean(dtype=jnp.float32)),
-                   "contact": nan(jnp.stack([(contact * m).sum() / m.sum() for m in mine])),
+                   "contact": nan(by_kind),
                    "reward": -p.isolation_cost * (1 - contact) - p.infection_cost * new}  # fmt: skip
 
     def reward(w, out, p):
