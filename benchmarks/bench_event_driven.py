@@ -1,7 +1,7 @@
 """Event-driven against fixed-step dynamics, per simulated day or period:
 
-- epidemic: transitions as scheduled batched events (periods=drawn) against per-step coin
-  flips (periods=chain);
+- epidemic: periods drawn when an agent is infected (periods=drawn) against per-step coin
+  flips (periods=chain), both in the compiled scan;
 - market: consumers arriving at 5 moments of a period (arrivals=5, moments of the period's
   compiled step) against one clearing per period (arrivals=1); 5 clearings do more work by
   design.
@@ -38,31 +38,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     sizes = [10_000] if args.quick else [10_000, 100_000]
-    import scenarios.epidemic.model as epidemic
-
-    print("(chain per day: one scheduler event a day, as drawn; chain fused: rule-only chain runs")
-    print(" many days per compiled call, which event-driven transitions cannot)")
-    print(
-        f"{'model':>5} {'N':>8} {'chain/day s':>12} {'drawn s/day':>12} {'drawn/chain':>12} {'fused s/day':>12}"
-    )
+    print(f"{'model':>5} {'N':>8} {'chain s/day':>12} {'drawn s/day':>12} {'drawn/chain':>12}")
     for model in ("SIR", "SEIR"):
         for n in sizes:
             times = {}
-            for label, periods, fuse in (
-                ("per-day", "chain", False),
-                ("drawn", "drawn", False),
-                ("fused", "chain", True),
-            ):
-                epidemic.FUSE_DAYS = fuse
+            for periods in ("chain", "drawn"):
                 seconds(periods, n, args.days, model)  # compile, warm caches
-                times[label] = (
-                    min(seconds(periods, n, args.days, model) for _ in range(args.repeats))
-                    / args.days
-                )
-            epidemic.FUSE_DAYS = True
+                runs = [seconds(periods, n, args.days, model) for _ in range(args.repeats)]
+                times[periods] = min(runs) / args.days
             print(
-                f"{model:>5} {n:>8} {times['per-day']:>12.2e} {times['drawn']:>12.2e} "
-                f"{times['drawn'] / times['per-day']:>12.2f} {times['fused']:>12.2e}"
+                f"{model:>5} {n:>8} {times['chain']:>12.2e} {times['drawn']:>12.2e} "
+                f"{times['drawn'] / times['chain']:>12.2f}"
             )
     print(
         f"\n{'market':>6} {'consumers':>9} {'1 arrival s/period':>19} {'5 arrivals s/period':>20} {'ratio':>6}"

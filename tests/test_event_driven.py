@@ -1,55 +1,10 @@
-"""The scheduler as the clock of event-driven dynamics (issue 14): the epidemic with
-periods=drawn draws each agent's latent and infectious periods when it is infected and
-schedules its transitions as batched events, instead of a per-step coin flip per agent."""
+"""Event-driven dynamics (issue 14): the epidemic with periods=drawn draws each agent's latent
+and infectious periods when it is infected (its transitions land on those days) instead of a
+per-step coin flip per agent; market consumers arriving at moments of a period."""
 
-import asyncio
-
-import numpy as np
 import pytest
 
 import scenarios
-from scenarios.epidemic.config import EpidemicConfig
-from scenarios.epidemic.dynamics import I, R
-from scenarios.epidemic.model import Epidemic, _Batch, build_graph, params_of
-from sim_core.experiment import RunContext
-from sim_core.recorder import Recorder
-from sim_core.rng import RNG
-
-
-def _batch(cfg: EpidemicConfig, seed: int, replicates: int) -> _Batch:
-    ctx = RunContext(
-        seed=seed,
-        replicates=replicates,
-        rng=RNG(seed),
-        recorder=Recorder(None, labels=Epidemic.labels),
-        run_dir=None,
-    )
-    nb, degree, mean_degree = build_graph(cfg, ctx)
-    return _Batch(
-        cfg, ctx, np.arange(replicates), params_of(cfg, mean_degree), nb, degree, None, ""
-    )
-
-
-def test_same_day_transitions_of_many_agents_are_one_vectorised_call():
-    cfg = EpidemicConfig(
-        population=3000, steps=80, periods="drawn", model="SEIR", r0=2.5, initial_infected=30
-    )
-    b = _batch(cfg, seed=3, replicates=2)
-    asyncio.run(b.run())
-    calls = [(t, kind) for t, kind, _ in b.transitions]
-    assert len(calls) == len(set(calls)), "at most one onset call and one recovery call per day"
-    sizes = np.array([n for *_, n in b.transitions])
-    assert sizes.max() > 50  # one call moves many agents at once
-    # Each infection day schedules its own events; the scheduler merged those that met.
-    days_stepped = int(b.sim.now) + 1
-    assert b.sim.dispatched - days_stepped > len(b.transitions)
-    # The calls moved exactly the agents the world shows moved (the 60 seeds start infectious).
-    health = np.asarray(b.health)
-    assert sizes[[k == "recovery" for _, k, _ in b.transitions]].sum() == (health == R).sum()
-    assert (
-        sizes[[k == "onset" for _, k, _ in b.transitions]].sum()
-        == ((health == I) | (health == R)).sum() - 60
-    )
 
 
 @pytest.mark.parametrize("model", ["SIR", "SEIR"])

@@ -24,6 +24,15 @@ SMALL = {  # a few steps of a small world each (what the test is about is the fr
     "conformity": {"population": 12, "steps": 4},
     "division-of-labour": {"population": 12, "steps": 4, "average_from": 1},
     "donor-game": {"agents": "rules", "population": 4, "steps": 4, "generations": 2},
+    "epidemic": {
+        "population": 30,
+        "steps": 4,
+        "model": "SEIR",
+        "periods": "drawn",
+        "graph": "random-regular",
+        "degree": 4,
+        "initial_infected": 3,
+    },  # fmt: skip
     "elo-league": {"league": 4, "games": 2, "eval_games": 4, "steps": 4},
     "indirect-reciprocity": {"population": 12, "steps": 4, "strategies": "disc:2,random:1"},
     "learning-aware-ipd": {"learners": 4, "steps": 4},

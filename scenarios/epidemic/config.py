@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Graph, Kind, SharedConfig, Split, parse_split
+from society.fields import Graph, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
@@ -39,6 +39,9 @@ class EpidemicConfig(SharedConfig):
     )
     periodic: bool = Field(True, description="lattice wraps around (torus)")
     rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
+    graph_seed: int = Field(
+        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
+    )
     r0: float = Field(
         2.5,
         ge=0.0,
@@ -74,8 +77,8 @@ class EpidemicConfig(SharedConfig):
     steps: int = Field(
         200,
         ge=1,
-        description="days to simulate at most; a replicate batch stops once no one is "
-        "exposed or infectious",
+        description="days to simulate; a replicate whose epidemic is over (no one exposed or "
+        "infectious) stays as it is and records no more rows",
     )
     dt: float = Field(
         1.0,
@@ -90,8 +93,7 @@ class EpidemicConfig(SharedConfig):
         "exposed agent turns infectious with probability 1 - exp(-incubation_rate dt) and an "
         "infectious one recovers with 1 - exp(-recovery_rate dt)), or drawn (each agent draws "
         "its latent and infectious periods, in days, from the same geometric laws when it is "
-        "infected, and its transitions are scheduled events: all agents due on one day change "
-        "in one batched call). drawn needs dt=1",
+        "infected, and changes compartment on those days). drawn needs dt=1",
     )
     agents: Kind = Field(
         "rules",
@@ -198,11 +200,3 @@ class EpidemicConfig(SharedConfig):
         if self.initial_infected >= 1:
             return int(self.initial_infected)
         return max(1, int(round(self.initial_infected * self.population)))
-
-    def substeps(self) -> int:
-        """Transmission steps per day."""
-        return int(round(1.0 / self.dt))
-
-    def kinds(self) -> dict[str, float]:
-        """Weights of each kind of agent present (one kind unless mixed)."""
-        return parse_split(self.split) if self.agents == "mixed" else {self.agents: 1.0}

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from sim_core.graph import Neighbours, neighbour_mean, neighbour_sum
+from sim_core.graph import Neighbours, neighbour_sum
 from sim_core.state import pytree_dataclass, static_field
 
 S, E, I, R = 0, 1, 2, 3  # noqa: E741 (the compartments' standard names)
@@ -97,59 +97,15 @@ def step(p: Params, nb: Neighbours | None, key: jax.Array, health, sym, w):
     return h, sym, new
 
 
-@jax.jit
-def advance_day(p: Params, nb: Neighbours | None, keys, day, health, sym, w):
-    """One day (``p.substeps`` steps at fixed contact levels) for a batch of replicates
-    (leading axis of ``keys``, ``health``, ``sym``, ``w``). Step k of day d draws from
-    fold_in(fold_in(key, d), k), so results do not depend on the batching. Returns the new
-    health and symptom flags and who was infected during the day."""
+def day(p: Params, nb: Neighbours | None, key: jax.Array, health, sym, w):
+    """One day of one replicate (``p.substeps`` steps at fixed contact levels ``w``); step k
+    draws from fold_in(key, k). Returns the new health and symptom flags and who was
+    infected during the day."""
 
-    def one(key, health, sym, w):
-        k = jax.random.fold_in(key, day)
+    def body(carry, i):
+        h, s, infected = carry
+        h, s, new = step(p, nb, jax.random.fold_in(key, i), h, s, w)
+        return (h, s, infected | new), None
 
-        def body(carry, i):
-            h, s, infected = carry
-            h, s, new = step(p, nb, jax.random.fold_in(k, i), h, s, w)
-            return (h, s, infected | new), None
-
-        init = (health, sym, jnp.zeros(health.shape, bool))
-        out, _ = jax.lax.scan(body, init, jnp.arange(p.substeps))
-        return out
-
-    return jax.vmap(one)(keys, health, sym, w)
-
-
-def initial_world(rng: np.random.Generator, n: int, seeds: int, symptomatic: float):
-    """One replicate's day-0 state (host-side, no compile): ``seeds`` infectious agents
-    chosen uniformly at random, each symptomatic with probability ``symptomatic``."""
-    health = np.full(n, S, np.int8)
-    infected = rng.choice(n, size=seeds, replace=False)
-    health[infected] = I
-    sym = np.zeros(n, bool)
-    sym[infected] = rng.random(seeds) < symptomatic
-    return health, sym
-
-
-@jax.jit
-def observe(p: Params, nb: Neighbours | None, health, sym):
-    """What agents know, (replicates, N) each, and the compartment shares (replicates,).
-
-    ``symptomatic``: ill with symptoms now; ``recovered_known``: recovered after symptoms
-    (knows it is immune); ``global_prevalence``: the town's share with symptoms;
-    ``local_prevalence``: that share among one's contacts (the town's under well mixing).
-    """
-
-    def one(health, sym):
-        ill = (health == I) & sym
-        known = ill.astype(jnp.float32)
-        glob = known.mean()
-        local = jnp.full_like(known, glob) if p.well_mixed else neighbour_mean(nb, known)
-        shares = jnp.stack([(health == c).mean(dtype=jnp.float32) for c in (S, E, I, R)])
-        return {
-            "symptomatic": known,
-            "recovered_known": ((health == R) & sym).astype(jnp.float32),
-            "local_prevalence": local,
-            "global_prevalence": jnp.full_like(known, glob),
-        }, shares
-
-    return jax.vmap(one)(health, sym)
+    init = (health, sym, jnp.zeros(health.shape, bool))
+    return jax.lax.scan(body, init, jnp.arange(p.substeps))[0]
