@@ -16,7 +16,13 @@ import pytest
 from conftest import public_goods_reply
 
 import scenarios
-from scenarios.public_goods.dynamics import draw, group_payoffs, neighbourhood_payoffs, sanction
+from scenarios.public_goods.dynamics import (
+    draw,
+    group_payoffs,
+    group_peers,
+    neighbourhood_payoffs,
+    sanction,
+)
 from sim_core.errors import ConfigError
 from sim_core.graph import Neighbours
 from society.llm.testserver import TestServer
@@ -48,7 +54,7 @@ def test_group_payoffs_by_hand():
     # Two groups: {0,1,2,3} and {4,5}; e = 20, r = 1.6, one fractional contribution.
     group = jnp.array([0, 0, 0, 0, 1, 1])
     c = f32([20.0, 10.0, 5.5, 0.0, 8.0, 2.0])
-    pay = group_payoffs(group, c, 20.0, 1.6)
+    pay = group_payoffs(group_peers(group, 3), c, 20.0, 1.6)  # mates: the others of its group
     # Pot 35.5 -> 1.6 * 35.5 / 4 = 14.2 each; pot 10 -> 1.6 * 10 / 2 = 8 each.
     np.testing.assert_allclose(pay, [14.2, 24.2, 28.7, 34.2, 20.0, 26.0], rtol=1e-6)
 

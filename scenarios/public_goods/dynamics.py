@@ -30,12 +30,11 @@ import numpy as np
 from sim_core.graph import Neighbours, neighbour_sum
 
 
-def group_payoffs(group: jax.Array, c: jax.Array, endowment, r) -> jax.Array:
-    """Earnings before sanctions under a partition ``group`` (ids in [0, N))."""
-    n = c.shape[0]
-    pot = jax.ops.segment_sum(c, group, num_segments=n)
-    size = jax.ops.segment_sum(jnp.ones_like(c), group, num_segments=n)
-    return endowment - c + r * pot[group] / jnp.maximum(size[group], 1.0)
+def group_payoffs(peers: jax.Array, c: jax.Array, endowment, r) -> jax.Array:
+    """Earnings before sanctions when each agent's group is itself and its ``peers``, its
+    group mates ``(N, M)`` padded with N (a gather: no scatter-add of pots)."""
+    mates, mask = peer_values(peers, c)
+    return endowment - c + r * (c + mates.sum(1)) / (1 + mask.sum(1))
 
 
 def neighbourhood_payoffs(nb: Neighbours, c: jax.Array, endowment, r) -> jax.Array:

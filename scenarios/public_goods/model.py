@@ -148,8 +148,7 @@ def _draw(key: jax.Array, p: PublicGoodsConfig) -> dict:
     if p.groups == "neighbourhood":
         return {}
     nb = graph(p)
-    group, peers = draw(key, p.population, None if nb is None else nb.table, p.group_size)
-    return {"group": group, "peers": peers}
+    return {"peers": draw(key, p.population, None if nb is None else nb.table, p.group_size)[1]}
 
 
 def _mean(x: jax.Array, masks: jax.Array) -> jax.Array:
@@ -221,7 +220,7 @@ class PublicGoods(Study):
     def observe(w, p):
         """Rule and learned agents' fields; learned agents' of the other step are 0. What LLM
         agents are told only when there are some."""
-        n, stage = p.population, w["t"] % period(p)
+        n, stage = p.population, w["t"] % 2 if period(p) == 2 else 0
         peers, members, mpcr = groups(w, p)
         mates, mask = peer_values(peers, w["share"])
         mean = (w["share"] + mates.sum(1)) / (1 + mask.sum(1))
@@ -249,7 +248,7 @@ class PublicGoods(Study):
             share = jnp.where(played, jnp.clip(jnp.where(llm, a / e, a), 0.0, 1.0), 0.0)
             if p.groups == "neighbourhood":  # earnings from the group pots
                 return {**w, "share": share, "pay1": neighbourhood_payoffs(graph(p), share * e, e, p.r)}  # fmt: skip
-            return {**w, "share": share, "pay1": group_payoffs(w["group"], share * e, e, p.r)}
+            return {**w, "share": share, "pay1": group_payoffs(peers, share * e, e, p.r)}
 
         def settle(w):  # the sanctions (when on), then the round's report and the next groups
             share, pay = w["share"], w["pay1"]
