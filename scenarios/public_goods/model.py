@@ -55,6 +55,7 @@ TOLERANCE = 1e-6
 # in all: one point, rounded (learned agents' intensities are never exactly 0).
 RATE_POINTS = 0.5
 PUNISHER, REWARDER = STRATEGIES.index("punisher"), STRATEGIES.index("rewarder")
+LABELS = (*STRATEGIES, "learned", "llm")  # an agent's label: its rule type, or its kind
 ROWS = ("all", *KINDS)  # the kind label of contribution_rate and welfare
 # The headline's running means: contribution_rate and welfare by ROWS, then the rest.
 TRACKED = (*(f"{m}.{k}" for m in ("contribution_rate", "welfare") for k in ROWS),
@@ -124,7 +125,7 @@ def _rule_labels(rank: jax.Array, p: PublicGoodsConfig) -> jax.Array:
 
 
 def labels(w: dict, p: PublicGoodsConfig) -> jax.Array:
-    """Each agent's rule type, or len(STRATEGIES) + its kind - 1 (learned, llm)."""
+    """Each agent's label, an index into LABELS."""
     if p.agents != "mixed":
         return w["label"]
     rule = w["kind"] == 0  # rule agents take the types in the order drawn at the start
@@ -205,7 +206,7 @@ class PublicGoods(Study):
         place = jnp.argsort(order).astype(jnp.int32)
         z, nan = jnp.zeros(n, jnp.float32), jnp.float32(jnp.nan)
         w = {"t": jnp.int32(0), "kind": jnp.zeros(n, jnp.int32), "order": order, "place": place,
-             "label": _rule_labels(place, p) if p.agents == "rules" else jnp.full(n, len(STRATEGIES) + KINDS.index(p.agents) - 1 if p.agents in KINDS else 0, jnp.int32),
+             "label": _rule_labels(place, p) if p.agents == "rules" else jnp.full(n, LABELS.index(p.agents) if p.agents in LABELS else 0, jnp.int32),
              "share": z, "pay1": z, "last_share": z, "last_others": z, "played": z > 0,
              "report": {k: jnp.full(len(ROWS) if k in ("contribution_rate", "welfare") else
                                     len(STRATEGIES) if "_by_" in k else (), nan)
