@@ -179,6 +179,27 @@ def test_an_isolated_agent_sits_out_of_neighbourhood_groups(tmp_path: Path):
     assert m["contribution_rate"]["values"] == [1.0]
 
 
+@pytest.mark.parametrize(
+    ("kw", "earned", "rate"),
+    [  # one group of 4 every round: two contributors (all of 20) and two free riders
+        # Punishers fine each free rider max_points x its shortfall (0.5) = 5 points each:
+        # 16 - 2 x 5 = 6 for a punisher, 20 + 16 - 3 x 5 x 2 = 6 for a free rider.
+        (dict(strategies="punisher:1,free-rider:1", punishment=True), 6.0, "punishment_rate"),
+        # Rewarders give max_points x share (1) = 10 points to the other rewarder (at the
+        # mean or above), none to free riders: 16 - 10 + 3 x 10 = 36, free riders 36.
+        (dict(strategies="rewarder:1,free-rider:1", reward=True), 36.0, "reward_rate"),
+    ],
+    ids=["punisher", "rewarder"],
+)
+def test_rule_sanctions_by_hand(kw, earned, rate):
+    res = scenarios.run(NAME, seed=0, write=False, population=4, steps=3, **kw)
+    m = res.summary["metrics"]
+    assert m["welfare"]["values"] == [pytest.approx(earned, rel=1e-6)]
+    assert m[rate]["values"] == [0.5]
+    pay = res.metrics[res.metrics["metric"] == "payoff_by_strategy"]["value"]
+    np.testing.assert_allclose(pay, earned, rtol=1e-6)
+
+
 # -- classic results --------------------------------------------------------------------------
 def test_free_riders_drag_conditional_cooperators_down():
     """Fischbacher & Gächter (2010): with conditional cooperators and free riders,
