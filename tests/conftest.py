@@ -221,14 +221,14 @@ def market_cost_in(body: dict) -> float:
 # public-goods: LLM contributors and punishers
 def public_goods_reply(body: dict) -> str:
     """Give everything in round 1 and nothing after when punishment is on (else always give
-    everything); punish member 1 with 2 points."""
+    everything); 2 punishment points to each member below the group mean. With a sanction
+    stage the number's field is 'amount', else 'contribution'."""
     user = body["messages"][-1]["content"]
     if "after the contributions" in user:
-        k = len(re.findall(r"member \d+:", user))
-        return json.dumps({"reason": "r", "punish": [2] + [0] * (k - 1)})
+        return json.dumps({"reason": "r", "amount": 2})
     punishing = "punish" in body["messages"][0]["content"]
     give = 20 if (not punishing or "Round 1 of" in user) else 0
-    return json.dumps({"reason": "r", "contribution": give})
+    return json.dumps({"reason": "r", "amount" if punishing else "contribution": give})
 
 
 # skill-society: LLM solvers

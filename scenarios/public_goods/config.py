@@ -35,13 +35,16 @@ class PublicGoodsConfig(SharedConfig):
         "complete",
         description="who can be grouped with whom: complete (well mixed, as in the lab) | cycle | "
         "lattice | random-regular | erdos-renyi | small-world | scale-free | a path to an "
-        "edge-list file ('u v' per line); one graph per run, shared by its replicates",
+        "edge-list file ('u v' per line); one graph (graph_seed) for every replicate",
     )
     degree: int = Field(
         4,
         ge=1,
         description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
         "degree, scale-free 2m (other graphs ignore it)",
+    )
+    graph_seed: int = Field(
+        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
     )
     groups: Literal["random", "neighbourhood"] = Field(
         "random",
@@ -152,7 +155,3 @@ class PublicGoodsConfig(SharedConfig):
                 f"group_size ({self.group_size}) must be <= population ({self.population})"
             )
         return self
-
-    def sanctions(self) -> bool:
-        """True when a punishment or reward stage follows the contributions."""
-        return self.punishment or self.reward

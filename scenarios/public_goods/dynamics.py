@@ -21,8 +21,7 @@ reward_cost * sum_j W_ij`` (all i's points are scaled down so that this never ex
 
 from __future__ import annotations
 
-from functools import partial
-from typing import NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,24 +30,11 @@ import numpy as np
 from sim_core.graph import Neighbours, neighbour_sum
 
 
-class Params(NamedTuple):
-    """Numbers of the game (a pytree of scalars: traced, so new values never recompile)."""
-
-    endowment: float
-    r: float
-    punishment_cost: float
-    punishment_fine: float
-    reward_cost: float
-    reward_benefit: float
-    max_points: float
-
-
-def group_payoffs(group: jax.Array, c: jax.Array, endowment, r) -> jax.Array:
-    """Earnings before sanctions under a partition ``group`` (ids in [0, N))."""
-    n = c.shape[0]
-    pot = jax.ops.segment_sum(c, group, num_segments=n)
-    size = jax.ops.segment_sum(jnp.ones_like(c), group, num_segments=n)
-    return endowment - c + r * pot[group] / jnp.maximum(size[group], 1.0)
+def group_payoffs(peers: jax.Array, c: jax.Array, endowment, r) -> jax.Array:
+    """Earnings before sanctions when each agent's group is itself and its ``peers``, its
+    group mates ``(N, M)`` padded with N (a gather: no scatter-add of pots)."""
+    mates, mask = peer_values(peers, c)
+    return endowment - c + r * (c + mates.sum(1)) / (1 + mask.sum(1))
 
 
 def neighbourhood_payoffs(nb: Neighbours, c: jax.Array, endowment, r) -> jax.Array:
@@ -129,53 +115,30 @@ def group_peers(group: jax.Array, width: int) -> jax.Array:
     )
 
 
-@partial(jax.jit, static_argnames=("group_size",))
-def draw_groups(
-    table: jax.Array, keys: jax.Array, t, group_size: int
+def shuffle(key: jax.Array, n: int) -> jax.Array:
+    """A random permutation of ``n``: the positions sorted by random high bits with the
+    position in the low bits (one uint32 sort: XLA's argsort or jax.random.permutation take
+    2-5x as long on CPU), again while more than ~8 pairs of agents would tie in every round
+    and keep their order (n^2 / 2^(1 + rounds x random bits)); an argsort of float32 uniforms
+    leaves n^2 / 2^24. One round up to 4096 agents, two up to 2^17, three up to ~1e6."""
+    low = max(1, (n - 1).bit_length())
+    mask, perm = jnp.uint32((1 << low) - 1), jnp.arange(n, dtype=jnp.uint32)
+    for k in jax.random.split(key, max(1, -(-(2 * low - 4) // (32 - low)))):
+        high = jax.random.bits(k, (n,), jnp.uint32) & ~mask
+        perm = perm[jnp.sort(high | jnp.arange(n, dtype=jnp.uint32)) & mask]
+    return perm.astype(jnp.int32)
+
+
+def draw(
+    key: jax.Array, n: int, table: jax.Array | None, group_size: int
 ) -> tuple[jax.Array, jax.Array]:
-    """Round ``t``'s partitions over a graph and peer tables for a batch of replicates (one
-    key each)."""
-
-    def one(k):
-        return partition(table, jax.random.fold_in(k, t), group_size)
-
-    group = jax.vmap(one)(keys)
-    return group, jax.vmap(lambda g: group_peers(g, group_size - 1))(group)
-
-
-@partial(jax.jit, static_argnames=("n",))
-def _uniforms(keys: jax.Array, t, n: int) -> jax.Array:
-    return jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, t), (n,)))(keys)
-
-
-_cut = jax.jit(jax.vmap(stranger_groups, in_axes=(0, None)), static_argnums=1)
-
-
-def draw_stranger_groups(
-    keys: jax.Array, t, n: int, group_size: int
-) -> tuple[jax.Array, jax.Array]:
-    """:func:`draw_groups` on a complete graph of ``n`` (no graph needed: well mixed). The
-    permutation is the stable argsort of uniforms drawn in JAX, sorted by numpy on the host:
-    the same order as ``jnp.argsort``, 3-4x faster than XLA's sort on CPU."""
-    order = np.argsort(np.asarray(_uniforms(keys, t, n)), axis=1, kind="stable")
-    return _cut(jnp.asarray(order, jnp.int32), group_size)
-
-
-@partial(jax.jit, static_argnames=("n",))
-def _uniforms_of_rounds(keys: jax.Array, ts: jax.Array, n: int) -> jax.Array:
-    return jax.vmap(lambda t: _uniforms(keys, t, n))(ts)
-
-
-def stranger_orders(keys: jax.Array, t0: int, rounds: int, n: int) -> np.ndarray:
-    """The permutations behind :func:`draw_stranger_groups` for rounds ``t0 .. t0 + rounds
-    - 1`` at once, ``(rounds, R, n)``: the same uniforms, sorted by numpy (the draws do not
-    depend on the play, so a run of rounds can draw them ahead)."""
-    ts = jnp.arange(t0, t0 + rounds, dtype=jnp.int32)
-    u = np.asarray(_uniforms_of_rounds(keys, ts, n), np.float32)
-    # The stable argsort, 5x faster: floats in [0, 1) order as their bits do, so sorting
-    # (bits, index) as one uint64 key orders them as stable argsort does (ties by index).
-    key = (u.view(np.uint32).astype(np.uint64) << np.uint64(32)) | np.arange(n, dtype=np.uint64)
-    return (np.sort(key, axis=-1) & np.uint64(0xFFFFFFFF)).astype(np.int32)
+    """A round's random groups of one replicate: group ids and each agent's mates ``(N,
+    group_size - 1)`` (padded with N). Over a graph's ``table``, :func:`partition`; well mixed
+    (``table`` None), :func:`stranger_groups` of a random permutation (no graph needed)."""
+    if table is None:
+        return stranger_groups(shuffle(key, n), group_size)
+    group = partition(table, key, group_size)
+    return group, group_peers(group, group_size - 1)
 
 
 def peer_values(peers: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -185,20 +148,12 @@ def peer_values(peers: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[peers] * mask, mask
 
 
-@jax.jit
-def stage_one(p: Params, nb: Neighbours | None, group: jax.Array | None, c: jax.Array) -> jax.Array:
-    """Earnings before sanctions of a batch ``(R, N)`` (neighbourhood groups when ``group`` is
-    None)."""
-    if group is None:
-        return jax.vmap(lambda x: neighbourhood_payoffs(nb, x, p.endowment, p.r))(c)
-    return jax.vmap(lambda g, x: group_payoffs(g, x, p.endowment, p.r))(group, c)
-
-
 def sanction(
-    p: Params, peers: jax.Array, pay: jax.Array, punish: jax.Array, reward: jax.Array
+    p: Any, peers: jax.Array, pay: jax.Array, punish: jax.Array, reward: jax.Array
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Earnings after sanctions of one replicate, and the points actually assigned (scaled to
-    each giver's budget); ``punish``/``reward``: ``(N, M)`` points aligned with ``peers``."""
+    each giver's budget); ``punish``/``reward``: ``(N, M)`` points aligned with ``peers``;
+    ``p``: the game's parameters (costs, fine, benefit, max_points)."""
     n = pay.shape[0]
     mask = peers < n
     pun = jnp.where(mask, jnp.clip(punish, 0.0, p.max_points), 0.0)
@@ -215,23 +170,3 @@ def sanction(
         pay - cost * scale + p.reward_benefit * received(rew) - p.punishment_fine * received(pun)
     )
     return final, pun, rew
-
-
-@jax.jit
-def stage_two(p: Params, peers, pay, punish, reward):
-    """:func:`sanction` over a batch of replicates ``(R, N[, M])``."""
-    return jax.vmap(lambda a, b, c, d: sanction(p, a, b, c, d))(peers, pay, punish, reward)
-
-
-@jax.jit
-def group_views(peers: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """What agents see of a round, batched ``(R, N)``: peers' contributions ``(R, N, M)`` (0 at
-    padding), the mask of real peers, and the others' mean (own value when alone)."""
-
-    def one(pe, x):
-        vals, mask = peer_values(pe, x)
-        count = mask.sum(1)
-        mean = jnp.where(count > 0, vals.sum(1) / jnp.maximum(count, 1), x)
-        return vals, mask, mean
-
-    return jax.vmap(one)(peers, c)

@@ -21,40 +21,13 @@ class Contribution(BaseModel):
     contribution: float = Field(ge=0, description="tokens put into the group project")
 
 
-class Punish(BaseModel):
-    """Punishment points per other member, in the order shown."""
+class Decision(BaseModel):
+    """An agent's number of a stage: tokens contributed, or points per member sanctioned."""
 
     reason: str = Field(description="one short sentence")
-    punish: list[float] = Field(
-        description="punishment points for member 1, member 2 and so on (0 = none)"
+    amount: float = Field(
+        ge=0, description="the tokens you contribute, or the points you assign to each member"
     )
-
-
-class Reward(BaseModel):
-    """Reward points per other member, in the order shown."""
-
-    reason: str = Field(description="one short sentence")
-    reward: list[float] = Field(
-        description="reward points for member 1, member 2 and so on (0 = none)"
-    )
-
-
-class PunishReward(BaseModel):
-    """Punishment and reward points per other member, in the order shown."""
-
-    reason: str = Field(description="one short sentence")
-    punish: list[float] = Field(
-        description="punishment points for member 1, member 2 and so on (0 = none)"
-    )
-    reward: list[float] = Field(
-        description="reward points for member 1, member 2 and so on (0 = none)"
-    )
-
-
-def sanction_schema(punishment: bool, reward: bool) -> type[BaseModel]:
-    if punishment and reward:
-        return PunishReward
-    return Punish if punishment else Reward
 
 
 def num(x: float) -> str:
@@ -107,9 +80,17 @@ def system_prompt(
     if stage:
         sanction = (
             "\nAfter each round's contributions, you see what the other members of your group "
-            "contributed (anonymously) and may " + " or ".join(stage) + f". At most "
-            f"{num(max_points)} points per member; what you spend on points cannot exceed your "
-            "earnings of the round. Others can do the same to you."
+            "contributed (anonymously) and may " + " or ".join(stage) + ". You choose one "
+            f"number of points, 0 to {num(max_points)}: it goes to each member"
+            + " below the group's mean contribution" * (punishment and not reward)
+            + " at or above the group's mean contribution" * (reward and not punishment)
+            + (
+                " (as punishment to those below the group's mean contribution, as reward to "
+                "the others)"
+            )
+            * (punishment and reward)
+            + "; what you spend on points cannot exceed your earnings of the round. Others "
+            "can do the same to you."
         )
     return (
         "You are a player in a repeated public goods game; your play helps researchers "
@@ -158,9 +139,9 @@ def history_text(rows: Sequence[dict]) -> str:
 
 def contribution_prompt(
     *, round_no: int, rounds: int, endowment: float, members: int, mpcr: float,
-    neighbourhood: bool, history: str,
+    neighbourhood: bool, history: str, field: str = "contribution",
 ) -> str:  # fmt: skip
-    """One agent's contribution decision."""
+    """One agent's contribution decision (its number in the reply's ``field``)."""
     e = num(endowment)
     if neighbourhood:
         where = (
@@ -177,7 +158,7 @@ def contribution_prompt(
         f"Round {round_no} of {rounds}. {where}\n{history}\n"
         f"You have {e} tokens. How many do you contribute to the project (0 to {e})? Reply "
         'with a JSON object with two fields: "reason" (one short sentence on why) and '
-        f'"contribution" (the tokens you put in, a number from 0 to {e}).'
+        f'"{field}" (the tokens you put in, a number from 0 to {e}).'
     )
 
 
@@ -185,24 +166,20 @@ def sanction_prompt(
     *, round_no: int, rounds: int, mine: float, others: Sequence[float], earned: float,
     punishment: bool, reward: bool, max_points: float,
 ) -> str:  # fmt: skip
-    """One agent's punishment/reward decision after seeing its group's contributions."""
+    """One agent's punishment/reward decision after seeing its group's contributions: one
+    number of points for each member below the mean (punishment), at or above it (reward)."""
     listed = "; ".join(f"member {i + 1}: {num(x)}" for i, x in enumerate(others))
     mean = (mine + sum(others)) / (1 + len(others))
-    fields = []
+    whom = []
     if punishment:
-        fields.append(
-            f'"punish" (a list of {len(others)} numbers: your punishment points per member)'
-        )
+        whom.append("punishment points to each member who contributed less than the mean")
     if reward:
-        fields.append(f'"reward" (a list of {len(others)} numbers: your reward points per member)')
-    what = " and ".join(w for w, on in (("punishment", punishment), ("reward", reward)) if on)
+        whom.append("reward points to each member who contributed at least the mean")
     return (
         f"Round {round_no} of {rounds}, after the contributions. You contributed {num(mine)}. "
         f"The other members of your group contributed (anonymous, in this order): {listed}. "
         f"The group's mean contribution was {num(mean)}. You earned {num(earned)} tokens so "
-        f"far this round.\nAssign {what} points to each of the {len(others)} other members, "
-        f"0 to {num(max_points)} each (0 = none), one number per member in the order above. "
-        'Reply with a JSON object with the fields "reason" (one short sentence on why), '
-        + " and ".join(fields)
-        + "."
+        f"far this round.\nHow many points do you assign: {' and '.join(whom)} (0 to "
+        f'{num(max_points)}, 0 = none)? Reply with a JSON object with two fields: "reason" '
+        '(one short sentence on why) and "amount" (the points, one number).'
     )
