@@ -227,3 +227,77 @@ def test_each_kind_decides_at_its_own_rate_and_holds_its_choice(monkeypatch) -> 
     assert calls == [3] * 4
     with pytest.raises(ConfigError, match="act_every: steps of 'llm' must be an integer >= 1"):
         run(act_every="llm:0.5")
+
+
+class Scribes(Study):
+    """LLM agents publish their choice as a note after each reply; every prompt is shown the
+    notes of the store (broadcast), so a note changes the next choices."""
+
+    actions = Discrete(("a", "b"), rule=lambda o, p: o["t"] % 2 == 1)
+    reporters = {"b": lambda w, out: out.mean()}
+    prompt = "Step {t}: choose a or b."
+
+    def init(key, p):
+        return jnp.int32(0)
+
+    def observe(w, p):
+        return {"t": jnp.full(p.population, w, jnp.float32)}
+
+    def step(key, w, act, p):
+        return w + 1, act.astype(jnp.float32)
+
+    def reward(w, out, p):
+        return out
+
+    def retrieve(fields, p):
+        return {"query": "choose", "k": 2}
+
+    def publish(fields, reply, p):
+        return {"content": f"at step {int(fields['t'])} choose {reply['choice']}"}
+
+
+def _store(run: Path) -> pd.DataFrame:
+    from society.artifacts import ArtifactStore
+
+    with ArtifactStore(run / "artifacts-r0.sqlite") as s:
+        return s.to_dataframe().sort_values("id").reset_index(drop=True)
+
+
+def notes_reply(body: dict) -> str:
+    """A stand-in model that follows shared notes: b once it is shown any, else a."""
+    return json.dumps(
+        {"choice": "b" if "Notes shared with you" in body["messages"][1]["content"] else "a"}
+    )
+
+
+@pytest.mark.parametrize("latency", [0, 2])
+def test_llm_agents_publish_and_retrieve_artifacts_and_resume_with_the_store(
+    tmp_path: Path, monkeypatch, latency: int
+) -> None:
+    """Each LLM agent's reply is published as a note (parents: the notes it was shown) and
+    retrieved into the next prompts; the store is the replicate's (artifacts-r0.sqlite, an
+    'artifacts' row per step) and a killed run resumes to the same rows and the same store."""
+    from society.artifacts import ArtifactStore
+
+    config = {"agents": "llm", "population": 3, "steps": 6, "llm_latency": latency}
+    srv = TestServer(reply=notes_reply, latency=0.01).start_in_thread()
+    try:
+        kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1"}
+        ref = scenarios.run(Scribes, seed=SEED, out=tmp_path / "ref", **kw, **config)
+        assert ref.summary["status"] == "completed", ref.summary
+        rows = lambda m: ref.metrics.query(f"metric == '{m}'").sort_values("time")["value"].tolist()  # noqa: E731
+        notes = _store(tmp_path / "ref")
+        if latency == 0:  # a note from step 0 (a) is shown at step 1 on: b
+            assert rows("b") == [0, 1, 1, 1, 1, 1] and rows("artifacts") == [3, 6, 9, 12, 15, 18]
+        else:  # asked at 0, 2 (replies at 2, 4; one due at 6 is never asked)
+            assert rows("b") == [0, 0, 0, 0, 1, 1] and rows("artifacts") == [0, 0, 3, 3, 6, 6]
+        assert notes["uses"].sum() > 0 and notes["successes"].sum() > 0  # used, then rewarded
+        with ArtifactStore(tmp_path / "ref" / "artifacts-r0.sqlite") as s:
+            later = notes.loc[notes["content"].str.endswith("choose b"), "id"]
+            assert all(len(s.provenance(i)) > 1 for i in later)  # notes it was shown: parents
+        out = tmp_path / "run"
+        killed_in_process(monkeypatch, Scribes, 3, out, config, **kw)
+        same_run(scenarios.run(Scribes, seed=SEED, resume=out, config=config, **kw), ref, out)
+        pd.testing.assert_frame_equal(_store(out), notes)
+    finally:
+        srv.stop()
