@@ -88,8 +88,9 @@ Artifacts (``society.artifacts``): a study that defines ``retrieve`` or ``publis
 without one; a fresh run starts with none, a checkpoint keeps its database image, so a
 resumed run rolls the store back) and a row ``artifacts``, the store's size, at each
 recorded step. ``retrieve(fields, p)`` (None: nothing) is what an LLM agent looks up before
-it is prompted: a query, or a dict ``{"query", "k" (3), "niche", "neighbours"}`` (artifacts
-of that niche or none; the agents whose ``neighbours``-policy artifacts it sees). The ``k``
+it is prompted: a query, or a dict ``{"query", "k" (3), "niche", "neighbours", "lineage",
+"performance"}`` (artifacts of that niche or none; the agents whose ``neighbours``-policy
+artifacts it sees; ``ArtifactStore.retrieve``'s lineage and performance). The ``k``
 best it may see are appended to its prompt as quoted data with their provenance, and their
 use is recorded when its choice acts, a success where its ``reward`` is positive.
 ``publish(fields, reply, p)`` (None: nothing) is what it publishes after a valid reply (a
@@ -819,8 +820,10 @@ class _Shelf:
                 self.asked[a] = (fields, [])
                 continue
             ask = {"query": ask} if isinstance(ask, str) else ask
-            linked = _Linked(ask.get("neighbours", ()))
-            found = self.store.retrieve(a, ask["query"], int(ask.get("k", 3)), topology=linked)
+            found = self.store.retrieve(
+                a, ask["query"], int(ask.get("k", 3)), topology=_Linked(ask.get("neighbours", ())),
+                lineage=ask.get("lineage"), performance=ask.get("performance"),
+            )  # fmt: skip
             niche = ask.get("niche")
             found = [x for x in found if niche is None or x.niche in (None, niche)]
             self.asked[a] = (fields, found)
