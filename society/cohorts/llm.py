@@ -37,7 +37,8 @@ class LLMCohort(Cohort):
     the prompt; ``to_action`` maps a validated action model to the number the world uses
     (default: the model's first field). ``artifacts(agent)`` may return the artifacts the
     agent sees this moment; they are appended as quoted data. ``replies`` holds each agent's
-    last valid reply (a dict of its fields; checkpointed), e.g. for what others said.
+    last valid reply (a dict of its fields; checkpointed), e.g. for what others said, and
+    ``answered`` the valid replies of the last call only (e.g. what an agent publishes).
     """
 
     is_async = True
@@ -79,6 +80,7 @@ class LLMCohort(Cohort):
         self.personas = self._per_agent(personas, len(self.agents))
         self.memory: list[deque[str]] = [deque(maxlen=memory_size) for _ in range(len(self.agents))]
         self.replies: dict[int, dict[str, Any]] = {}  # agent -> its last valid reply
+        self.answered: dict[int, dict[str, Any]] = {}  # agent -> its valid reply of the last call
         self.failures = 0  # requests answered by the fallback
         self.degenerate = 0  # valid replies that say nothing (society.llm.degenerate)
         self.calls = 0  # moments in which this cohort acted
@@ -145,10 +147,13 @@ class LLMCohort(Cohort):
         completions = await self.client.complete_many(requests)
         self.calls += 1
         actions = np.empty(len(agents), dtype=np.float64)
+        self.answered = {}
         for i, (p, c) in enumerate(zip(pos.tolist(), completions, strict=True)):
             choice = c.parsed if c.parsed is not None else self.fallback
             if c.parsed is not None:
-                self.replies[int(agents[i])] = c.parsed.model_dump(mode="json")
+                self.replies[int(agents[i])] = self.answered[int(agents[i])] = c.parsed.model_dump(
+                    mode="json"
+                )
             self.failures += int(not c.ok)
             self.degenerate += int(c.degenerate is not None)
             actions[i] = self.to_action(choice)
