@@ -10,11 +10,9 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import tokenize
 from collections.abc import Callable
@@ -29,33 +27,6 @@ from scenarios.skill_society.prompts import DISTIL_SYSTEM
 from scenarios.skill_society.tasks import apply_rule, describe_rule, infer_rule, parse_rule
 from sim_core.checkpoint import CheckpointError, Checkpoints, read
 from sim_core.recorder import read_metrics
-
-
-# -- one JAX compilation cache for the whole session ------------------------------------------------
-def pytest_configure(config: pytest.Config) -> None:
-    """Every process of the session (xdist workers and the ``society`` subprocesses the tests
-    start inherit the environment) shares one persistent compilation cache in a temporary
-    folder, so a kernel compiled once is not compiled again by the next process that needs it
-    (the kill-and-resume tests start a fresh interpreter per run). Deleted at the end."""
-    if not hasattr(config, "workerinput") and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-        config.stash[_CACHE] = os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(
-            prefix="jax-cache-"
-        )
-        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    if "JAX_COMPILATION_CACHE_DIR" in os.environ:  # jax read the environment on import
-        import jax
-
-        jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    if _CACHE in config.stash:
-        shutil.rmtree(config.stash[_CACHE], ignore_errors=True)
-
-
-_CACHE = pytest.StashKey[str]()
-
 
 # -- runs killed after a checkpoint and resumed ----------------------------------------------------
 SOCIETY = str(Path(sys.executable).with_name("society"))
