@@ -28,6 +28,7 @@ SMALL = {  # a few steps of a small world each (what the test is about is the fr
     "indirect-reciprocity": {"population": 12, "steps": 4, "strategies": "disc:2,random:1"},
     "learning-aware-ipd": {"learners": 4, "steps": 4},
     "market": {"population": 3, "consumers": 20, "steps": 4},
+    "network-game": {"population": 12, "steps": 4},
     "schelling": {"width": 6, "height": 6, "steps": 4},
     "social-network": {"population": 40, "steps": 4},
     "wolf-sheep": {"width": 8, "height": 8, "initial_sheep": 10, "initial_wolves": 4, "steps": 4},
