@@ -116,10 +116,8 @@ def _graph(graph, n, degree, neighbourhood, periodic, rewire, seed, table, shard
 def graph(p: NetworkGameConfig) -> Neighbours:
     """The compiled graph (with the neighbour table asynchronous updating reads)."""
     table = evolutionary(p) and not p.is_synchronous()
-    file = Path(p.graph)
-    stamp = (
-        (file.stat().st_mtime_ns, file.stat().st_size) if file.is_file() else None
-    )  # edited: read again
+    file = Path(p.graph)  # an edge-list file edited since is read again
+    stamp = (file.stat().st_mtime_ns, file.stat().st_size) if file.is_file() else None
     return _graph(p.graph, p.population, p.degree, p.neighbourhood, p.periodic, p.rewire,
                   p.graph_seed, table, p.shard, stamp)  # fmt: skip
 
@@ -150,7 +148,6 @@ class NetworkGame(Study):
 
     Params = NetworkGameConfig
     name = "network-game"
-    unit = "generation"
     labels = {"cohort": str}
     actions = Continuous(0.0, 1.0, rule=strategy, fallback=0.0)
     features = FEATURES
@@ -166,10 +163,10 @@ class NetworkGame(Study):
     axis_labels = {"cohort": KINDS}
 
     def init(key, p):
-        counts = mix(p)
-        ids = jnp.repeat(jnp.arange(len(counts), dtype=jnp.int8), jnp.asarray(list(counts.values())),
-                         total_repeat_length=p.population)  # fmt: skip
-        s = sharded(jax.random.permutation(key, ids), p)
+        bounds = jnp.cumsum(jnp.asarray(list(mix(p).values())))[:-1]  # agents of each strategy
+        perm = jax.random.permutation(key, p.population)  # placed at random
+        ids = (perm[:, None] >= bounds[None, :]).sum(1).astype(jnp.int8)
+        s = sharded(ids, p)
         w = {"s": s, "t": jnp.int32(0), "total": jnp.float32(0), "count": jnp.int32(0)}
         if p.average_from == 0:  # the initial share counts
             w = {**w, "total": s.mean(dtype=jnp.float32), "count": jnp.int32(1)}
