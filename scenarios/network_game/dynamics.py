@@ -95,10 +95,13 @@ def fitness(rules: Rules, payoff: jax.Array) -> jax.Array:
     return jnp.maximum(1.0 - rules.selection + rules.selection * payoff, 0.0)
 
 
-def sync_step(rules: Rules, nb: Neighbours, key: jax.Array, s: jax.Array) -> jax.Array:
-    """One synchronous generation: every agent updates from the same payoffs."""
+def sync_step(
+    rules: Rules, nb: Neighbours, key: jax.Array, s: jax.Array, pay: jax.Array | None = None
+) -> jax.Array:
+    """One synchronous generation: every agent updates from the same payoffs (``pay``, when
+    the caller has them)."""
     k1, k2, k3 = jax.random.split(key, 3)
-    pay = payoffs(rules, nb, s)
+    pay = payoffs(rules, nb, s) if pay is None else pay
     n = nb.n
     if rules.update == "best-neighbour":
         j = neighbour_argmax(nb, pay)

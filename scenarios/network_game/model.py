@@ -14,7 +14,7 @@ Fermi probability (``beta``). The graph is built once per parameters (``graph_se
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import jax
@@ -189,14 +189,15 @@ class NetworkGame(Study):
     def step(key, w, act, p):
         rules, nb, t = rules_of(p), graph(p), w["t"] + 1
         if evolutionary(p):  # the update rule on strategies (the rule agents' actions are s)
-            if rules.synchronous:
-                s, pay = sync_step(rules, nb, key, w["s"]), None
-            else:
+            if rules.synchronous:  # pay: the payoffs that drove the update
+                pay = payoffs(rules, nb, w["s"])  # vmapped over one: XLA's batched segment
+                one = jax.vmap(partial(sync_step, rules, nb))  # ops ran 3x faster (1e5 agents)
+                s = one(key[None], w["s"][None], pay[None])[0]
+            else:  # pay: the payoffs after the generation's updates
                 s, pay = async_generation(rules, nb, key[None], w["s"][None])
                 s, pay = s[0], pay[0]
             s = sharded(s, p)
             x = s.astype(jnp.float32)
-            pay = payoffs(rules, nb, w["s"]) if pay is None else pay
             by_kind = jnp.full(len(KINDS), jnp.nan)
             w = {**w, "s": s}
         else:  # a round: payoffs of the levels chosen, then rule agents imitate strategies
