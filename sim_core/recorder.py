@@ -99,8 +99,12 @@ class Recorder:
                 raise ValueError(
                     f"label '{k}' was not declared for this recorder (declared: {declared})"
                 )
+            v = np.asarray(v)  # objects: None is a missing label (null) of any type
             cols[k] = np.broadcast_to(
-                np.asarray(v, dtype=object if self.labels[k] is str else self.labels[k]), (n,)
+                v
+                if v.dtype == object
+                else v.astype(object if self.labels[k] is str else self.labels[k]),
+                (n,),
             )
         self._buf.append(cols)
         self._buffered += n

@@ -293,49 +293,44 @@ class Study(Scenario):
             keep = (times % every == 0) | ((times == end_) & (times % per == 0))
             kept[name], last[name] = v[:, keep], v[:, -1]
         at = times[keep] / per if kept else np.zeros(0)
-        if kept and at.size and all(v.ndim == 2 for v in kept.values()):  # scalars: one call
-            names = np.asarray(list(kept), dtype=object)
-            values = np.stack(list(kept.values())).transpose(2, 0, 1)  # (steps, metrics, reps)
-            shape = values.shape
-            sparse = np.isin(names, list(type(self).sparse))[None, :, None]
-            keep = ~(sparse & np.isnan(values)).ravel()  # a sparse reporter's NaN makes no row
-            ctx.recorder.record(
-                np.broadcast_to(at.astype(np.float64)[:, None, None], shape).ravel()[keep],
-                np.broadcast_to(names[None, :, None], shape).ravel()[keep],
-                values.ravel()[keep],
-                replicate=np.broadcast_to(np.asarray(reps)[None, None, :], shape).ravel()[keep],
-            )  # rows step by step, as below: the same order however the run was cut
+        if not at.size:
             return last
-        for i in (range(at.size) if len(kept) > 1 else [slice(None)]) if at.size else []:
-            for name, v in kept.items():
-                self._rows(ctx, name, at[i], v[:, i], reps)
-        return last
+        study, parts = type(self), []
+        for j, (name, v) in enumerate(kept.items()):
+            v = np.moveaxis(v, 1, 0)  # (steps, replicates, *axes)
+            at_ = np.indices(v.shape).reshape(v.ndim, -1)
+            v, axes = v.ravel(), study.axes.get(name, ())
+            part = {"order": at_[0] * len(kept) + j, "time": at[at_[0]], "value": v,
+                    "metric": np.full(v.size, name, object), "replicate": np.asarray(reps)[at_[1]]}  # fmt: skip
+            for a, i in zip(axes, at_[2:], strict=True):  # labels of the reporter's axes
+                names = study.axis_labels.get(a)
+                part[a] = np.asarray(names, object)[i] if names is not None else i.astype(object)
+            keep = ~np.isnan(v) if axes or name in study.sparse else slice(None)  # NaN: no row
+            parts.append({k: x[keep] for k, x in part.items()})
+        rows = {  # one recorder call; a label a reporter has not is None (null)
+            k: np.concatenate([p.get(k, np.full(p["value"].size, None, object)) for p in parts])
+            for k in {k for p in parts for k in p}
+        }
+        order = np.argsort(rows.pop("order"), kind="stable")  # step by step, then by reporter
+        rows = {k: x[order] for k, x in rows.items()}
+        ctx.recorder.record(rows.pop("time"), rows.pop("metric"), rows.pop("value"), **rows)
+        return last  # the same rows in the same order however the run was cut in chunks
 
-    def _rows(self, ctx: RunContext, name: str, time: Any, v: Any, reps: Any, kinds=None) -> None:  # noqa: ANN001
-        """Record ``v``: (replicates, steps, *axes) with ``time`` the steps' times (one row
-        per value, step by step), else (replicates, agents, *axes) at ``time`` labelled by
+    def _rows(self, ctx: RunContext, name: str, time: Any, v: Any, reps: Any, kinds: Any) -> None:
+        """Record an agent reporter's ``v`` (replicates, agents, *axes) at ``time``, labelled by
         agent and kind (``kinds``); trailing axes are labelled by the study's ``axes``."""
-        if np.ndim(time) == 0 and kinds is None:  # one step
-            v = v[:, None]
         axes = type(self).axes.get(name, ())
-        if kinds is None:  # steps: time first, then replicates
-            v = np.swapaxes(v, 0, 1)
-            at = np.indices(v.shape).reshape(v.ndim, -1)
-            labels = {a: at[2 + i] for i, a in enumerate(axes)}
-            time, rep = np.atleast_1d(np.asarray(time, np.float64))[at[0]], at[1]
-        else:
-            at = np.indices(v.shape).reshape(v.ndim, -1)
-            labels = {a: at[2 + i] for i, a in enumerate(axes)} | {"agent": at[1]}
-            if "cohort" in self.labels:
-                labels["cohort"] = np.asarray(kinds, object)[at[0], at[1]]
-            rep = at[0]
+        at = np.indices(v.shape).reshape(v.ndim, -1)
+        labels = {a: at[2 + i] for i, a in enumerate(axes)} | {"agent": at[1]}
+        if "cohort" in self.labels:
+            labels["cohort"] = np.asarray(kinds, object)[at[0], at[1]]
+        rep = at[0]
         names, v = type(self).axis_labels, v.ravel()
         labels = {
             a: np.asarray(names[a], object)[i] if a in names else i for a, i in labels.items()
         }
         if axes and np.isnan(v).any():  # no rows for NaN (e.g. a kind absent from a replicate)
             keep = ~np.isnan(v)
-            time = time[keep] if np.ndim(time) else time
             v, rep, labels = v[keep], rep[keep], {a: x[keep] for a, x in labels.items()}
         ctx.recorder.record(time, name, v, replicate=np.asarray(reps)[rep], **labels)
 
