@@ -8,7 +8,7 @@ Each size runs in a FRESH subprocess: ``scenarios.run("network-game", population
 graph="random-regular", degree=4, synchronous=True, steps=S, write=False)`` end to end
 (graph generation, compiled neighbours, S generations, summary), then the process's peak
 resident set (VmHWM from /proc/self/status) is read and divided by N. After that the same
-process times the compiled generation kernel alone (``advance`` on a chunk of generations,
+process times the compiled generations alone (the study's compiled chunk of generations,
 compile excluded, best of 2): seconds per generation. The fitted exponent is the slope of
 log(time per generation) against log(edges) by least squares; linear cost is 1.
 Absolute times depend on a shared machine; the ratios between sizes are what count.
@@ -39,30 +39,26 @@ CHILD = textwrap.dedent(
             if line.startswith("VmHWM"):
                 return int(line.split()[1]) * 1024
 
-    import jax, jax.numpy as jnp
+    import jax
     import scenarios
-    from scenarios.network_game.config import NetworkGameConfig
-    from scenarios.network_game.dynamics import advance, initial_strategies
-    from scenarios.network_game.model import compile_neighbours, rules_of
-    from society.topology import make_topology
+    from scenarios.network_game.model import NetworkGame
 
     t = time.perf_counter()
     res = scenarios.run("network-game", write=False, seed=1, population=n, steps=steps,
                         graph="random-regular", degree=degree, synchronous=True, update=update)
     run_s = time.perf_counter() - t
     peak = hwm()
-    cfg = NetworkGameConfig(population=n, degree=degree, synchronous=True, update=update)
-    nb = compile_neighbours(make_topology("random-regular", n, degree=degree, seed=1), True)
+    game = NetworkGame()
+    cfg = NetworkGame.Params(population=n, degree=degree, synchronous=True, update=update)
     keys = jax.random.split(jax.random.key(0), 1)
-    s = initial_strategies(keys[0], n, n // 2)[None]
     length = 5
-    rules = rules_of(cfg)
-    advance(rules, nb, keys, s, 0, 10**9, length)[0].block_until_ready()  # compile
+    chunk = game._compiled(cfg, "chunk", length)  # the compiled scan of `length` generations
+    world = game._compiled(cfg, "init")(keys)
+    jax.block_until_ready(chunk(world, keys, 0))  # compile
     best = float("inf")
     for rep in range(2):
         t = time.perf_counter()
-        s2, fr = advance(rules, nb, keys, s, length * (rep + 1), 10**9, length)
-        s2.block_until_ready()
+        jax.block_until_ready(chunk(world, keys, length * (rep + 1)))
         best = min(best, (time.perf_counter() - t) / length)
     json.dump({"n": n, "edges": n * degree // 2, "peak": peak, "run_s": run_s, "step_s": best,
                "frac": float(res.metrics["value"].iloc[-1])}, sys.stdout)

@@ -5,7 +5,7 @@ a JSON document (the scheduler's queue as data, the world state's structure, the
 recorder's position, the outputs of finished replicate batches) and the world state's
 arrays beside it. No pickle: resuming a directory never executes code read from it.
 
-A scenario takes part in three calls (see ``scenarios/network_game/model.py``)::
+A scenario takes part in three calls (see ``society/study.py``'s ``_fused_batch``)::
 
     done = ctx.checkpoints.finished(batch)        # outputs of a batch finished earlier
     saved = ctx.checkpoints.resume(batch, sim)    # world state (and sim's queue) or None

@@ -69,6 +69,12 @@ memory size given here is kept with ``render`` too). ``{"llm": {"samples": k}}``
 LLM agents draw k independent replies to one prompt, agent a sample a mod k (default 1: the
 agents of a replicate that are asked the same share one reply; k = population: each its own).
 
+Stopping early (Mesa's ``model.running = False``): ``stop(world, p)`` says a replicate is
+done (e.g. fixation); it is checked every ``stop_every`` steps (class attribute, default 50:
+where it is checked does not depend on checkpoints), and a batch of replicates ends at the
+first check where all of them are done: its rows end there, its headline is that step's. It
+may return None for parameters that never stop (checked once, not compiled in).
+
 ``period(p)``, optional: steps per unit of time (e.g. the rounds of a generation). Rows are
 then those of each period's last step (every ``record_every``-th period), at time step /
 period, and the run's horizon is in periods.
@@ -191,6 +197,8 @@ class Study(Scenario):
     persona_reply: ClassVar[Any] = None  # its answer (the last field is the persona)
     retrieve = None  # optional retrieve(fields, p) -> query: artifacts an LLM agent is shown
     publish = None  # optional publish(fields, reply, p) -> artifact an LLM agent publishes
+    stop = None  # optional stop(world, p) -> bool: the replicate is done (module docstring)
+    stop_every: ClassVar[int] = 50  # steps between checks of ``stop``
 
     def horizon(self, config: Any) -> tuple[float, str]:
         return self._steps(config) / self._period(config), f"{self.unit}s"
@@ -250,6 +258,8 @@ class Study(Scenario):
                 _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
             elif what == "done":
                 _COMPILED[key] = jax.jit(partial(cls.done, p=cfg))
+            elif what == "stop":
+                _COMPILED[key] = jax.jit(jax.vmap(partial(cls.stop, p=cfg)))
             elif what == "summary":
                 _COMPILED[key] = jax.jit(jax.vmap(partial(cls.summary, p=cfg)))
             elif what == "agents":
@@ -257,6 +267,21 @@ class Study(Scenario):
                     jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None))
                 )
         return _COMPILED[key]
+
+    def _stops(self, cfg: Any, ctx: RunContext) -> bool:
+        """Whether ``stop`` may end this run early (a study without it, or whose ``stop``
+        returns None for these parameters, never does)."""
+        if type(self).stop is None:
+            return False
+        f = self._bound(cfg)
+        world = jax.eval_shape(f["init"], ctx.rng.key("world", 0))
+        return jax.eval_shape(partial(type(self).stop, p=cfg), world) is not None
+
+    def _stopped(self, cfg: Any, world: Any, t: int) -> bool:
+        """After step ``t`` (1-based): a check of ``stop`` is due and every replicate of the
+        batch ``world`` is done."""
+        every = type(self).stop_every
+        return t % every == 0 and bool(np.asarray(self._compiled(cfg, "stop")(world)).all())
 
     def run(self, cfg: Any, ctx: RunContext) -> dict[str, np.ndarray]:
         slow_rules = parse_every(getattr(cfg, "act_every", None)).get("rules", 1) > 1
@@ -369,8 +394,9 @@ class Study(Scenario):
         return out
 
     def _fused_batch(self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, size: int) -> dict:
+        stops = self._stops(cfg, ctx)
         if (
-            size == self._steps(cfg) and ctx.checkpoints.path is None
+            size == self._steps(cfg) and ctx.checkpoints.path is None and not stops
         ):  # one compiled call, no clock needed
             seed, stream = np.uint32(ctx.seed), np.uint32(tag("world"))
             world, values = self._fitted(
@@ -383,6 +409,8 @@ class Study(Scenario):
 
         def advance(t0: int) -> None:
             k = min(size, self._steps(cfg) - t0)
+            if stops:  # chunks end where ``stop`` is checked
+                k = min(k, type(self).stop_every - t0 % type(self).stop_every)
 
             def chunk(cap):  # noqa: ANN001, ANN202
                 return self._compiled(cfg, "chunk", k)(
@@ -390,8 +418,9 @@ class Study(Scenario):
                 )
 
             state["world"], values = self._fitted(cfg, chunk)
-            state["last"] = self._record(cfg, ctx, reps, t0, values)
-            if t0 + k < self._steps(cfg):
+            end = t0 + k if stops and self._stopped(cfg, state["world"], t0 + k) else None
+            state["last"] = self._record(cfg, ctx, reps, t0, values, end)
+            if t0 + k < self._steps(cfg) and end is None:
                 sim.at(float(t0 + k), advance, t0 + k, name="steps")
 
         sim.handle("steps", advance)
@@ -637,6 +666,7 @@ class Study(Scenario):
         shelf = None  # the artifact store (``retrieve``, ``publish``)
         if type(self).retrieve is not None or type(self).publish is not None:
             shelf = _Shelf(self, cfg, ctx, r, pop.cohort("llm") if "llm" in kinds else None)
+        stops = self._stops(cfg, ctx)
 
         async def act(t: int) -> None:
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
@@ -706,6 +736,10 @@ class Study(Scenario):
             if isinstance(state["world"], dict) and "child_of" in state["world"]:
                 await self._births(cfg, ctx, r, t, state["world"], pop, kinds)
             stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
+            if stops and not stop and t + 1 < self._steps(cfg):
+                stop = self._stopped(
+                    cfg, jax.tree_util.tree_map(lambda x: x[None], state["world"]), t + 1
+                )
             state["last"] = self._record(
                 cfg,
                 ctx,

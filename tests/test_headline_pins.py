@@ -85,10 +85,12 @@ CASES = {  # names as renamed by issue 14 (one vocabulary); the values were pinn
 
 # Recorded with seed 7, two replicates.
 PINS = {
-    "network-game": {
-        "cooperation.learned": [0.4316379427909851, 0.5075345039367676],
+    "network-game": {  # re-pinned: a Study on the contract (new draws: kinds, policies,
+        # imitation); statistically equal to the old model: test_network_game.py::
+        # test_the_study_agrees_with_the_old_model
+        "cooperation.learned": [0.550484299659729, 0.45673713088035583],
         "cooperation.rules": [0.0, 0.0],
-        "cooperator_fraction": [0.10790948569774628, 0.1268836259841919],
+        "cooperator_fraction": [0.13762107491493225, 0.11418428272008896],
     },
     "division-of-labour": {  # re-pinned: a Study on the contract (new draws, replicates
         # learn apart); statistically equal to the old model: test_scenario_division_of_labour

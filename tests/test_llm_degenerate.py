@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 import scenarios
-from scenarios.network_game.cohorts import Cooperate
+from scenarios.network_game.model import Cooperate
 from sim_core.experiment import RunContext
 from society.llm import LLMClient, LLMConfig, Request
 from society.llm.degenerate import classify, prompt_examples

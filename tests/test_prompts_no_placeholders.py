@@ -44,14 +44,14 @@ def _schemas() -> list[type[BaseModel]]:
     import scenarios.epidemic.prompts
     import scenarios.indirect_reciprocity.prompts
     import scenarios.market.prompts
-    import scenarios.network_game.cohorts
+    import scenarios.network_game.model
     import scenarios.public_goods.prompts
     import scenarios.skill_society.prompts
 
     modules = [
         scenarios.commons.prompts, scenarios.division_of_labour.prompts, scenarios.donor_game.prompts,
         scenarios.epidemic.prompts, scenarios.indirect_reciprocity.prompts, scenarios.market.prompts,
-        scenarios.network_game.cohorts, scenarios.public_goods.prompts, scenarios.skill_society.prompts,
+        scenarios.network_game.model, scenarios.public_goods.prompts, scenarios.skill_society.prompts,
     ]  # fmt: skip
     return [
         v for m in modules for v in vars(m).values()

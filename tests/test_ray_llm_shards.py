@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from scenarios.network_game.cohorts import Cooperate
+from scenarios.network_game.model import Cooperate
 from society.cohorts.llm import LLMCohort
 from society.cohorts.ray_llm import ShardedLLMCohort
 from society.llm.client import LLMClient

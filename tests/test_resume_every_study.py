@@ -37,6 +37,7 @@ SMALL = {  # a few steps of a small world each (what the test is about is the fr
     "indirect-reciprocity": {"population": 12, "steps": 4, "strategies": "disc:2,random:1"},
     "learning-aware-ipd": {"learners": 4, "steps": 4},
     "market": {"population": 3, "consumers": 20, "steps": 4},
+    "network-game": {"population": 12, "steps": 4},
     "public-goods": {
         "population": 5,
         "steps": 3,

@@ -18,7 +18,7 @@ from scenarios.cli import main
 from sim_core.errors import ConfigError
 from society.cohorts import LearnedCohort, RuleCohort
 from society.llm.testserver import TestServer
-from society.study import Discrete, Study
+from society.study import Discrete, Study, StudyParams
 
 STUDY = "examples/boltzmann_study.py:Boltzmann"
 SMALL = {"population": 40, "steps": 12}
@@ -337,6 +337,39 @@ def test_each_kind_decides_at_its_own_rate_and_holds_its_choice(monkeypatch) -> 
     assert calls == [3] * 4
     with pytest.raises(ConfigError, match="act_every: steps of 'llm' must be an integer >= 1"):
         run(act_every="llm:0.5")
+
+
+class Countdown(Study):
+    """Counts steps; done once the count reaches ``end`` (never with ``until='steps'``)."""
+
+    class Params(StudyParams):
+        end: int = 6
+        until: str = "end"
+
+    stop_every = 4
+    reporters = {"x": lambda w, out: w}
+
+    def init(key, p):
+        return jnp.float32(0)
+
+    def step(key, w, act, p):
+        return w + 1, None
+
+    def stop(w, p):
+        return w >= p.end if p.until == "end" else None
+
+
+def test_a_run_stops_where_every_replicate_is_done(tmp_path: Path) -> None:
+    """stop: checked every stop_every steps (4): done at 6, the run ends at 8, wherever the
+    checkpoints cut it; a stop that returns None never ends a run."""
+    times = lambda r: sorted(r.metrics["time"].unique().tolist())  # noqa: E731
+    run = partial(scenarios.run, Countdown, seed=1, replicates=2, steps=100)
+    done = run(write=False)
+    assert times(done) == list(range(1, 9)) and done.summary["metrics"]["x"]["values"] == [8, 8]
+    chunked = run(out=tmp_path / "c", checkpoint_every=3)
+    pd.testing.assert_frame_equal(_frame(chunked), _frame(done))
+    assert times(run(write=False, until="steps")) == list(range(1, 101))
+    assert times(run(write=False, end=200)) == list(range(1, 101))
 
 
 class Tally(Study):

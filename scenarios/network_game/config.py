@@ -15,6 +15,8 @@ PRESETS = {
     "snowdrift": (3.0, 1.0, 5.0, 0.0),
     "stag-hunt": (5.0, 0.0, 3.0, 1.0),
 }
+# Rule agents' strategies in a mix (tft and gtft: most neighbours cooperated last round).
+STRATEGIES = ("allc", "alld", "tft", "gtft", "random")
 
 
 class NetworkGameConfig(SharedConfig):
@@ -39,6 +41,9 @@ class NetworkGameConfig(SharedConfig):
     )
     periodic: bool = Field(True, description="lattice wraps around (torus)")
     rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
+    graph_seed: int = Field(
+        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
+    )
     game: Literal["donation", "pd", "snowdrift", "stag-hunt", "custom"] = Field(
         "donation", description="donation (b, c) or a 2x2 game with payoffs R, S, T, P"
     )
@@ -98,8 +103,8 @@ class NetworkGameConfig(SharedConfig):
     )
     strategies: str | None = Field(
         None,
-        description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (rule library "
-        "names); rule agents then imitate strategies by the Fermi rule with 'beta'",
+        description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (allc, alld, tft, "
+        "gtft, random); rule agents then imitate strategies by the Fermi rule with 'beta'",
     )
     learning: Literal["reinforce", "social"] = Field(
         "reinforce",
@@ -124,7 +129,11 @@ class NetworkGameConfig(SharedConfig):
     @classmethod
     def _strategies(cls, v: str | None) -> str | None:
         if v is not None:
-            parse_weights(v, None, "strategies")  # names are checked by the rule cohort
+            unknown = set(parse_weights(v, None, "strategies")) - set(STRATEGIES)
+            if unknown:
+                raise ValueError(
+                    f"unknown strategy {sorted(unknown)[0]!r} (accepted: {', '.join(STRATEGIES)})"
+                )
         return v
 
     @model_validator(mode="after")

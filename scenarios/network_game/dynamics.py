@@ -95,10 +95,13 @@ def fitness(rules: Rules, payoff: jax.Array) -> jax.Array:
     return jnp.maximum(1.0 - rules.selection + rules.selection * payoff, 0.0)
 
 
-def sync_step(rules: Rules, nb: Neighbours, key: jax.Array, s: jax.Array) -> jax.Array:
-    """One synchronous generation: every agent updates from the same payoffs."""
+def sync_step(
+    rules: Rules, nb: Neighbours, key: jax.Array, s: jax.Array, pay: jax.Array | None = None
+) -> jax.Array:
+    """One synchronous generation: every agent updates from the same payoffs (``pay``, when
+    the caller has them)."""
     k1, k2, k3 = jax.random.split(key, 3)
-    pay = payoffs(rules, nb, s)
+    pay = payoffs(rules, nb, s) if pay is None else pay
     n = nb.n
     if rules.update == "best-neighbour":
         j = neighbour_argmax(nb, pay)
@@ -226,9 +229,12 @@ def _async_update(rules: Rules, nb: Neighbours, carry, xs):
     return (s, raw), None
 
 
-def async_generation(rules: Rules, nb: Neighbours, keys: jax.Array, s: jax.Array) -> jax.Array:
+def async_generation(
+    rules: Rules, nb: Neighbours, keys: jax.Array, s: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """N random sequential single-agent updates in each replicate (``keys`` (R,), ``s``
-    (R, N)); replicate r draws from ``keys[r]`` alone, so batching does not change it."""
+    (R, N)); replicate r draws from ``keys[r]`` alone, so batching does not change it.
+    Returns the strategies and the payoffs they earn, (R, N) each."""
     reps, n = s.shape
     ku, kw = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
     u = jnp.moveaxis(jax.vmap(lambda k: jax.random.uniform(k, (n, 3)))(ku), 1, 0)  # (N, R, 3)
@@ -241,41 +247,7 @@ def async_generation(rules: Rules, nb: Neighbours, keys: jax.Array, s: jax.Array
     sp = jnp.concatenate([s, pad], axis=1).ravel()
     raw = jax.vmap(partial(raw_payoffs, rules, nb))(s)
     raw = jnp.concatenate([raw, pad.astype(jnp.float32)], axis=1).ravel()
-    (sp, _), _ = jax.lax.scan(partial(_async_update, rules, nb), (sp, raw), (u, per))
-    return sp.reshape(reps, n + 1)[:, :n]
-
-
-@partial(jax.jit, static_argnames=("rules", "length"))
-def advance(
-    rules: Rules,
-    nb: Neighbours,
-    keys: jax.Array,
-    s: jax.Array,
-    start: jax.Array,
-    stop: jax.Array,
-    length: int,
-):
-    """Run generations ``start+1 .. start+length`` for a batch of replicates (the leading
-    axis of ``keys`` and ``s``); generations past ``stop`` leave ``s`` as it is, so every
-    chunk has one shape and compiles once. Generation g draws from ``fold_in(key, g)``, so
-    results do not depend on how the run is chunked or batched.
-    Returns the new strategies and the cooperator fraction after each generation,
-    shape (replicates, length).
-    """
-    if rules.synchronous:
-        gen = jax.vmap(partial(sync_step, rules, nb))
-    else:
-        gen = partial(async_generation, rules, nb)
-    fold = jax.vmap(jax.random.fold_in, in_axes=(0, None))
-
-    def body(s, g):
-        s = jnp.where(g <= stop, gen(fold(keys, g), s), s)
-        return s, s.mean(axis=1, dtype=jnp.float32)
-
-    s, frac = jax.lax.scan(body, s, start + 1 + jnp.arange(length))
-    return s, frac.T
-
-
-def initial_strategies(key: jax.Array, n: int, cooperators: int) -> jax.Array:
-    """Exactly ``cooperators`` cooperators placed uniformly at random."""
-    return (jax.random.permutation(key, n) < cooperators).astype(jnp.int8)
+    (sp, raw), _ = jax.lax.scan(partial(_async_update, rules, nb), (sp, raw), (u, per))
+    raw = raw.reshape(reps, n + 1)[:, :n]
+    pay = raw / jnp.maximum(_games(rules, nb), 1.0) if rules.average else raw
+    return sp.reshape(reps, n + 1)[:, :n], pay
