@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 LOCKED_EXTRAS := dev bench local-llm ray
 UV_VERSION := 0.13.8
 # pytest-xdist workers for `make test` (auto: one per core); each test file stays on one worker,
-# so a file's fixtures are built once. `make test TEST_WORKERS=0` runs in one process.
+# so a file's fixtures are built once. `make test TEST_WORKERS=0` runs in one process. A crashed
+# worker is not replaced: its test fails once, named, and the rest finish on the others.
 TEST_WORKERS ?= auto
 DEPS_HASH = $(PYTHON) -c 'import hashlib, json, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
 	d = [p.get("requires-python"), p["dependencies"]] + [p["optional-dependencies"][e] for e in "$(LOCKED_EXTRAS)".split()]; \
@@ -67,7 +68,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --max-worker-restart 0
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_engine.py

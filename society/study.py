@@ -112,7 +112,8 @@ import asyncio
 import inspect
 import json
 import re
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar, Literal
 
@@ -132,8 +133,24 @@ from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_ev
 
 __all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study", "StudyParams"]
 
-_COMPILED: dict[tuple, Any] = {}  # (study, params, what) -> compiled function
+# (study, params[, what, length, capacity]) -> bound or compiled functions, least recently used
+# first. Bounded: every compiled executable holds a few memory maps and a process may have
+# 65,530 (Linux's vm.max_map_count); past that, XLA's next compile segfaults (a long sweep in
+# one process did, and so did the test suite). A dropped entry's code is freed with it.
+_COMPILED: OrderedDict[tuple, Any] = OrderedDict()
+_COMPILED_MAX = 256
 _CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
+
+
+def _memo(key: tuple, make: Callable[[], Any]) -> Any:
+    """``_COMPILED[key]``, made on a miss; the least recently used entries beyond the bound go."""
+    if key in _COMPILED:
+        _COMPILED.move_to_end(key)
+        return _COMPILED[key]
+    _COMPILED[key] = value = make()
+    while len(_COMPILED) > _COMPILED_MAX:
+        _COMPILED.popitem(last=False)
+    return value
 
 
 def _kebab(name: str) -> str:
@@ -213,60 +230,54 @@ class Study(Scenario):
     def _bound(self, cfg: Any) -> dict[str, Any]:
         """The study's functions with the parameters bound, compiled once per parameters."""
         cls = type(self)
-        key = (cls, cfg.model_dump_json())
-        if key not in _COMPILED:
-            _COMPILED[key] = {
+
+        def bind() -> dict[str, Any]:
+            rule = cls.actions.vectorised_rule(cfg) if cls.actions and cls.actions.rule else None
+            return {
                 "init": partial(cls.init, p=cfg),
                 "observe": partial(cls.observe, p=cfg),
                 "step": partial(cls.step, p=cfg),
-                "rule": cls.actions.vectorised_rule(cfg)
-                if cls.actions and cls.actions.rule
-                else None,
+                "rule": rule,
+                # as a RuleCohort strategy: one function, one compilation
+                "strategy": lambda obs, keys, params: rule(obs),
             }
-            rule = _COMPILED[key]["rule"]  # as a RuleCohort strategy: one function, one compilation
-            _COMPILED[key]["strategy"] = lambda obs, keys, params: rule(obs)
-        return _COMPILED[key]
+
+        return _memo((cls, cfg.model_dump_json()), bind)
 
     def _compiled(self, cfg: Any, what: str, length: int = 0, cap: int = 0) -> Any:
         key = (type(self), cfg.model_dump_json(), what, length, cap)
-        if key not in _COMPILED:
-            f, cls = self._bound(cfg), type(self)
-            if cap:  # births and deaths: the initial world with ``cap`` slots
-                f = {**f, "init": lambda k, init=f["init"]: cls.grow(init(k), cap, cfg)}
-            if what == "init":
-                _COMPILED[key] = engine.initial(lambda k: f["init"](k))
-            elif what == "grow":
-                _COMPILED[key] = engine.initial(lambda w: cls.grow(w, cap, cfg))
-            elif what in ("chunk", "whole"):
-                decide = (lambda k, obs: f["rule"](obs)) if cls.actions is not None else None  # noqa: E731
-                args = (f["step"], f["observe"], decide, cls.reporters, length)
-                _COMPILED[key] = (
-                    engine.chunk(*args) if what == "chunk" else engine.whole(f["init"], *args)
-                )
-            elif what == "moment":  # one step of one replicate, actions given
+        return _memo(key, lambda: self._compile(cfg, what, length, cap))
 
-                def moment(world, key, t, actions):
-                    _, k_step = engine.step_keys(key, t)
-                    world, out = f["step"](k_step, world, actions)
-                    rewards = cls.reward(world, out, cfg) if cls.reward is not None else None
-                    return world, engine.report(cls.reporters, world, out), rewards
+    def _compile(self, cfg: Any, what: str, length: int, cap: int) -> Any:
+        f, cls = self._bound(cfg), type(self)
+        if cap:  # births and deaths: the initial world with ``cap`` slots
+            f = {**f, "init": lambda k, init=f["init"]: cls.grow(init(k), cap, cfg)}
+        if what == "init":
+            return engine.initial(lambda k: f["init"](k))
+        if what == "grow":
+            return engine.initial(lambda w: cls.grow(w, cap, cfg))
+        if what in ("chunk", "whole"):
+            decide = (lambda k, obs: f["rule"](obs)) if cls.actions is not None else None  # noqa: E731
+            args = (f["step"], f["observe"], decide, cls.reporters, length)
+            return engine.chunk(*args) if what == "chunk" else engine.whole(f["init"], *args)
+        if what == "moment":  # one step of one replicate, actions given
 
-                _COMPILED[key] = jax.jit(moment)
-            elif what == "observe":
-                _COMPILED[key] = jax.jit(f["observe"])
-            elif what == "due":
-                _COMPILED[key] = jax.jit(partial(cls.due, p=cfg))
-            elif what == "done":
-                _COMPILED[key] = jax.jit(partial(cls.done, p=cfg))
-            elif what == "stop":
-                _COMPILED[key] = jax.jit(jax.vmap(partial(cls.stop, p=cfg)))
-            elif what == "summary":
-                _COMPILED[key] = jax.jit(jax.vmap(partial(cls.summary, p=cfg)))
-            elif what == "agents":
-                _COMPILED[key] = jax.jit(
-                    jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None))
-                )
-        return _COMPILED[key]
+            def moment(world, key, t, actions):
+                _, k_step = engine.step_keys(key, t)
+                world, out = f["step"](k_step, world, actions)
+                rewards = cls.reward(world, out, cfg) if cls.reward is not None else None
+                return world, engine.report(cls.reporters, world, out), rewards
+
+            return jax.jit(moment)
+        if what == "observe":
+            return jax.jit(f["observe"])
+        if what in ("due", "done"):
+            return jax.jit(partial(getattr(cls, what), p=cfg))
+        if what in ("stop", "summary"):
+            return jax.jit(jax.vmap(partial(getattr(cls, what), p=cfg)))
+        if what == "agents":
+            return jax.jit(jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None)))
+        raise ValueError(f"unknown compiled function {what!r}")
 
     def _stops(self, cfg: Any, ctx: RunContext) -> bool:
         """Whether ``stop`` may end this run early (a study without it, or whose ``stop``

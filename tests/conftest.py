@@ -18,6 +18,7 @@ import tokenize
 from collections.abc import Callable
 from pathlib import Path
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
@@ -27,6 +28,17 @@ from scenarios.skill_society.prompts import DISTIL_SYSTEM
 from scenarios.skill_society.tasks import apply_rule, describe_rule, infer_rule, parse_rule
 from sim_core.checkpoint import CheckpointError, Checkpoints, read
 from sim_core.recorder import read_metrics
+
+
+# -- compiled code freed between test files ----------------------------------------------------
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_code():
+    """After each test file, drop every compiled XLA executable. Each holds a few memory maps,
+    and a worker that ran half the suite held ~50,000 of Linux's 65,530 (vm.max_map_count):
+    the next compile segfaulted and took the xdist worker down."""
+    yield
+    jax.clear_caches()
+
 
 # -- runs killed after a checkpoint and resumed ----------------------------------------------------
 SOCIETY = str(Path(sys.executable).with_name("society"))

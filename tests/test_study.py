@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from functools import partial
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from conftest import SEED, killed_in_process, lines_of_code, same_run
 
 import scenarios
+import society.study
 from scenarios.cli import main
 from sim_core.errors import ConfigError
 from society.cohorts import LearnedCohort, RuleCohort
@@ -436,3 +438,25 @@ def test_llm_agents_asked_the_same_draw_as_many_replies_as_samples() -> None:
             assert len(bodies) == 1 and int(bodies[0].get("n") or 1) == n
     finally:
         srv.stop()
+
+
+def test_a_long_sweep_in_one_process_keeps_a_bounded_number_of_compiled_functions(
+    monkeypatch,
+) -> None:
+    """Every compiled executable holds memory maps, and a Linux process may have 65,530: the
+    memo of compiled functions drops the least recently used parameters, and a dropped point
+    compiles again to the same rows."""
+    monkeypatch.setattr(society.study, "_COMPILED", OrderedDict())
+    monkeypatch.setattr(society.study, "_COMPILED_MAX", 8)
+
+    def run(population: int):
+        return scenarios.run(
+            STUDY, seed=3, replicates=1, write=False, agents="rules", population=population, steps=3
+        )
+
+    first = run(10)
+    for population in range(11, 17):
+        run(population)
+        assert len(society.study._COMPILED) <= 8
+    assert all(json.loads(key[1])["population"] != 10 for key in society.study._COMPILED)
+    pd.testing.assert_frame_equal(_frame(first), _frame(run(10)))
