@@ -171,6 +171,32 @@ class PopulationFields(KindFields):
         return value
 
 
+class GraphFields(StudyConfig):
+    """Who neighbours whom: a named graph or an edge-list file, one graph (``graph_seed``) for
+    every replicate, built once per these values by ``society.topology.topology_of``. A study
+    redeclares ``graph`` or ``degree`` for its own default."""
+
+    graph: Graph = Field(
+        "random-regular",
+        description="complete | cycle | lattice | random-regular | erdos-renyi | small-world | "
+        "scale-free | a path to an edge-list file ('u v' per line)",
+    )
+    degree: int = Field(
+        4,
+        ge=1,
+        description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
+        "degree, scale-free 2m (other graphs ignore it)",
+    )
+    neighbourhood: Literal["moore", "von-neumann"] = Field(
+        "von-neumann", description="lattice neighbourhood"
+    )
+    periodic: bool = Field(True, description="lattice wraps around (torus)")
+    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
+    graph_seed: int = Field(
+        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
+    )
+
+
 class LearningFields(StudyConfig):
     """How learned agents learn."""
 

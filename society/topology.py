@@ -18,12 +18,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
+from sim_core.errors import ConfigError
 from sim_core.graph import Neighbours
 
 # Neighbours stores ids as int32 and edge keys are u * n + v in int64.
@@ -245,7 +247,10 @@ class Topology:
             and np.array_equal(self.edges, other.edges)
         )
 
-    __hash__ = None  # type: ignore[assignment]  # mutable-looking arrays: not hashable
+    def __hash__(self) -> int:
+        # The edges are read-only, so a graph can key a cache of what is built from it. Cheap
+        # and consistent with ==, which tells apart graphs of the same size.
+        return hash((self.n, self.directed, self.name, len(self.edges)))
 
     def __repr__(self) -> str:
         kind = "directed" if self.directed else "undirected"
@@ -807,3 +812,26 @@ def make_topology(
 
 
 __all__ = ["Topology", "make_topology", "NAMES", "NEIGHBOURHOODS"]
+
+
+def topology_of(p: Any) -> Topology:
+    """The graph of a study's ``GraphFields`` on ``p.population`` nodes, built once per those
+    values (an edge-list file edited since is read again). They are user input: a bad
+    combination is a one-line ConfigError that names the parameters."""
+    file = Path(p.graph)
+    stamp = (file.stat().st_mtime_ns, file.stat().st_size) if file.is_file() else None
+    return _topology(p.graph, p.population, p.degree, p.neighbourhood, p.periodic, p.rewire,
+                     p.graph_seed, stamp)  # fmt: skip
+
+
+@lru_cache(maxsize=4)
+def _topology(graph, n, degree, neighbourhood, periodic, rewire, seed, stamp) -> Topology:  # noqa: ANN001
+    try:
+        topo = make_topology(graph, n, degree=degree, neighbourhood=neighbourhood,
+                             periodic=periodic, rewire=rewire, seed=seed)  # fmt: skip
+        if topo.n != n:
+            raise ValueError(f"the graph has {topo.n} nodes")
+    except (TypeError, ValueError) as exc:  # the topology calls N 'agents'
+        msg = str(exc).replace("agents must", "population must")
+        raise ConfigError(f"graph={graph}, population={n}: {msg}") from None
+    return topo

@@ -247,7 +247,7 @@ def test_records_and_average_from():
         ({"game": "pd", "T": 0.5}, "not a pd game"),
         ({"update": "best-neighbour", "synchronous": False}, "synchronous by definition"),
         ({"init_cooperators": 1.5}, "init_cooperators"),
-        ({"graph": "lattice", "population": 50}, "agents"),
+        ({"graph": "lattice", "population": 50}, "population must be a perfect square"),
         ({"graph": "random-regular", "population": 11, "degree": 3}, "even"),
     ],
 )

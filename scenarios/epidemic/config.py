@@ -7,13 +7,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Graph, Kind, SharedConfig, Split
+from society.fields import Graph, GraphFields, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
 
 
-class EpidemicConfig(SharedConfig):
+class EpidemicConfig(SharedConfig, GraphFields):
     """SIR/SEIR epidemics on a graph or well mixed, with isolation decided by rules, learned or LLM agents."""
 
     model: Literal["SIR", "SEIR"] = Field(
@@ -33,14 +33,6 @@ class EpidemicConfig(SharedConfig):
         ge=1,
         description="k: random-regular degree, small-world ring degree, erdos-renyi mean degree, "
         "scale-free 2m (unused by complete, cycle and lattice)",
-    )
-    neighbourhood: Literal["moore", "von-neumann"] = Field(
-        "von-neumann", description="lattice neighbourhood"
-    )
-    periodic: bool = Field(True, description="lattice wraps around (torus)")
-    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
-    graph_seed: int = Field(
-        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
     )
     r0: float = Field(
         2.5,

@@ -35,13 +35,12 @@ import pandas as pd
 from scenarios.epidemic import prompts
 from scenarios.epidemic.config import BEHAVIOURS, EpidemicConfig
 from scenarios.epidemic.dynamics import E, I, R, S, day, make_params
-from sim_core.errors import ConfigError
 from sim_core.graph import neighbour_mean
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS
 from society.mix import parse_weights
 from society.study import Continuous, Study
-from society.topology import make_topology
+from society.topology import Topology, topology_of
 
 HEADLINE = ("attack_rate", "peak_prevalence", "peak_day", "mean_contact")
 FEATURES = ("symptomatic", "recovered_known", "local_prevalence", "global_prevalence")
@@ -49,27 +48,18 @@ COMPARTMENTS = ("susceptible", "exposed", "infectious", "recovered")
 
 
 @lru_cache(maxsize=4)
-def _town(graph, n, degree, neighbourhood, periodic, rewire, seed):  # noqa: ANN001, ANN202
-    if graph == "complete":
+def _town(topo: Topology | None, n: int):  # noqa: ANN202
+    if topo is None:
         return None, np.full(n, n - 1, np.float32), None
-    try:  # graph parameters are user input: their errors are config errors
-        with jax.ensure_compile_time_eval():  # built once, maybe while tracing: concrete arrays
-            topo = make_topology(graph, n, degree=degree, neighbourhood=neighbourhood,
-                                 periodic=periodic, rewire=rewire, seed=seed)  # fmt: skip
-            nb = topo.neighbours()
-        if topo.n != n:
-            raise ValueError(f"graph '{graph}' has {topo.n} nodes but population={n}")
-    except ValueError as exc:  # the topology calls N 'agents': name the parameter here
-        msg = str(exc).replace("agents must", "population must")
-        raise ConfigError(f"graph={graph}, population={n}: {msg}") from None
+    with jax.ensure_compile_time_eval():  # built once, maybe while tracing: concrete arrays
+        nb = topo.neighbours()
     degree = np.asarray(topo.degree)
     return nb, degree.astype(np.float32), float(degree.mean())
 
 
 def town(p: EpidemicConfig):
     """(neighbours, degree per agent, mean degree); well mixed: (None, N - 1 each, None)."""
-    return _town(p.graph, p.population, p.degree, p.neighbourhood, p.periodic, p.rewire,
-                 p.graph_seed)  # fmt: skip
+    return _town(None if p.graph == "complete" else topology_of(p), p.population)
 
 
 def chain(p: EpidemicConfig):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Graph, Kind, SharedConfig, Split
+from society.fields import GraphFields, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 # Preset payoff matrices (R, S, T, P); any of them can be overridden.
@@ -19,30 +19,11 @@ PRESETS = {
 STRATEGIES = ("allc", "alld", "tft", "gtft", "random")
 
 
-class NetworkGameConfig(SharedConfig):
+class NetworkGameConfig(SharedConfig, GraphFields):
     """Evolutionary 2-strategy games (cooperate/defect) on a graph, fully vectorised."""
 
-    graph: Graph = Field(
-        "random-regular",
-        description="complete | cycle | lattice | random-regular | erdos-renyi | small-world | "
-        "scale-free | a path to an edge-list file ('u v' per line)",
-    )
     population: int = Field(
         1000, ge=2, description="number of agents N (a square number for lattice)"
-    )
-    degree: int = Field(
-        4,
-        ge=1,
-        description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
-        "degree, scale-free 2m",
-    )
-    neighbourhood: Literal["moore", "von-neumann"] = Field(
-        "von-neumann", description="lattice neighbourhood"
-    )
-    periodic: bool = Field(True, description="lattice wraps around (torus)")
-    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
-    graph_seed: int = Field(
-        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
     )
     game: Literal["donation", "pd", "snowdrift", "stag-hunt", "custom"] = Field(
         "donation", description="donation (b, c) or a 2x2 game with payoffs R, S, T, P"

@@ -15,7 +15,6 @@ Fermi probability (``beta``). The graph is built once per parameters (``graph_se
 from __future__ import annotations
 
 from functools import lru_cache, partial
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +29,7 @@ from sim_core.sharding import AXIS, agent_mesh, shard_agents
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS, parse_split
 from society.study import Continuous, Study
+from society.topology import Topology, topology_of
 
 FEATURES = ("neighbours_last", "my_last", "my_last_payoff")
 # Asynchronous updating needs an (agents x max degree) neighbour table; refuse beyond this.
@@ -87,39 +87,27 @@ def mix(p: NetworkGameConfig) -> dict[str, int]:
 
 
 @lru_cache(maxsize=4)
-def _graph(graph, n, degree, neighbourhood, periodic, rewire, seed, table, shard, stamp):  # noqa: ANN001, ANN202
-    from society.topology import make_topology
-
-    try:  # graph parameters are user input: their errors are config errors
-        with jax.ensure_compile_time_eval():  # built once, maybe while tracing: concrete arrays
-            topo = make_topology(graph, n, degree=degree, neighbourhood=neighbourhood,
-                                 periodic=periodic, rewire=rewire, seed=seed)  # fmt: skip
-            if topo.n != n:
-                raise ValueError(f"graph '{graph}' has {topo.n} nodes but agents={n}")
-            if table and n * int(topo.degree.max(initial=0)) > MAX_TABLE_ENTRIES:
-                raise ValueError(
-                    f"asynchronous updating on this graph needs an agents x max-degree table "
-                    f"of {n * int(topo.degree.max()):.3g} entries (limit "
-                    f"{MAX_TABLE_ENTRIES:.0e}); use synchronous=true"
-                )
-            e = topo.edges
-            if topo.directed:
-                e = np.concatenate([e, e[:, ::-1]])
-                nb = Neighbours.from_edges(e[:, 0], e[:, 1], n, table=table or None)
-            else:  # the lean builder: no int64 sort keys, no concatenated edge copies
-                nb = Neighbours.from_undirected(e[:, 0], e[:, 1], n, table=table or None)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+def _graph(topo: Topology, table: bool, shard: int) -> Neighbours:  # noqa: ANN202
+    n = topo.n
+    if table and n * int(topo.degree.max(initial=0)) > MAX_TABLE_ENTRIES:
+        raise ConfigError(
+            f"asynchronous updating on this graph needs an agents x max-degree table "
+            f"of {n * int(topo.degree.max()):.3g} entries (limit "
+            f"{MAX_TABLE_ENTRIES:.0e}); use synchronous=true"
+        )
+    with jax.ensure_compile_time_eval():  # built once, maybe while tracing: concrete arrays
+        e = topo.edges
+        if topo.directed:
+            e = np.concatenate([e, e[:, ::-1]])
+            nb = Neighbours.from_edges(e[:, 0], e[:, 1], n, table=table or None)
+        else:  # the lean builder: no int64 sort keys, no concatenated edge copies
+            nb = Neighbours.from_undirected(e[:, 0], e[:, 1], n, table=table or None)
     return shard_agents(nb.table_only() if table else nb, agent_mesh(shard))
 
 
 def graph(p: NetworkGameConfig) -> Neighbours:
     """The compiled graph (with the neighbour table asynchronous updating reads)."""
-    table = evolutionary(p) and not p.is_synchronous()
-    file = Path(p.graph)  # an edge-list file edited since is read again
-    stamp = (file.stat().st_mtime_ns, file.stat().st_size) if file.is_file() else None
-    return _graph(p.graph, p.population, p.degree, p.neighbourhood, p.periodic, p.rewire,
-                  p.graph_seed, table, p.shard, stamp)  # fmt: skip
+    return _graph(topology_of(p), evolutionary(p) and not p.is_synchronous(), p.shard)
 
 
 def sharded(x: jax.Array, p: NetworkGameConfig) -> jax.Array:

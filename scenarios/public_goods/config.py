@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Graph, Kind, SharedConfig, Split
+from society.fields import Graph, GraphFields, Kind, SharedConfig, Split
 from society.mix import parse_weights
 
 # Rule agents' types; the shares of the default mix follow the types Fischbacher, Gächter &
@@ -14,7 +14,7 @@ from society.mix import parse_weights
 STRATEGIES = ("conditional", "free-rider", "cooperator", "punisher", "rewarder")
 
 
-class PublicGoodsConfig(SharedConfig):
+class PublicGoodsConfig(SharedConfig, GraphFields):
     """Public goods game on a graph: contributions x r shared, optional punishment and reward."""
 
     agents: Kind = Field(
@@ -36,15 +36,6 @@ class PublicGoodsConfig(SharedConfig):
         description="who can be grouped with whom: complete (well mixed, as in the lab) | cycle | "
         "lattice | random-regular | erdos-renyi | small-world | scale-free | a path to an "
         "edge-list file ('u v' per line); one graph (graph_seed) for every replicate",
-    )
-    degree: int = Field(
-        4,
-        ge=1,
-        description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
-        "degree, scale-free 2m (other graphs ignore it)",
-    )
-    graph_seed: int = Field(
-        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
     )
     groups: Literal["random", "neighbourhood"] = Field(
         "random",

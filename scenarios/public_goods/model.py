@@ -45,7 +45,7 @@ from sim_core.graph import Neighbours, neighbour_sum
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS
 from society.study import Continuous, Study
-from society.topology import make_topology
+from society.topology import Topology, topology_of
 
 # Random groups and the sanction stage need an (agents x max degree) neighbour table.
 MAX_TABLE_ENTRIES = 50_000_000
@@ -64,40 +64,36 @@ HISTORY = ("round", "grouped", "mine", "project", "fine", "bonus", "spent", "ear
 
 
 @cache
-def _graph(graph: str, n: int, degree: int, groups: str, seed: int) -> Neighbours | None:
-    """The graph as a neighbour table (user input: errors are config errors); None when well
-    mixed (complete graph, random groups: a permutation per round, no graph needed)."""
-    if graph == "complete" and groups == "random":
+def _graph(topo: Topology) -> Neighbours:
+    """The graph as a neighbour table (user input: a table too large is a config error)."""
+    n, e = topo.n, topo.edges
+    src, dst = np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]])
+    width = int(np.bincount(src, minlength=n).max(initial=0))
+    if n * width > MAX_TABLE_ENTRIES:
+        raise ConfigError(
+            f"graph '{topo.name}' needs a population x max-degree table of {n * width:.3g} "
+            f"entries (limit {MAX_TABLE_ENTRIES:.0e}); use a sparser graph"
+        )
+    if width == 0:
+        raise ConfigError(f"graph '{topo.name}' has no edges: nobody can form a group")
+    with jax.ensure_compile_time_eval():  # built once, maybe while tracing
+        return Neighbours.from_edges(src, dst, n, table=True)
+
+
+def graph(p: PublicGoodsConfig) -> Neighbours | None:
+    """The graph groups are drawn from; None when well mixed (complete graph, random groups:
+    a permutation per round, no graph needed)."""
+    n = p.population
+    if p.graph == "complete" and p.groups == "random":
         return None
-    if graph == "complete" and n * (n - 1) > MAX_TABLE_ENTRIES:
+    if p.graph == "complete" and n * (n - 1) > MAX_TABLE_ENTRIES:
         raise ConfigError(
             f"graph=complete with groups=neighbourhood needs a population x (population - 1) "
             f"table of {n * (n - 1):.3g} entries at population={n} (limit {MAX_TABLE_ENTRIES:.0e}, "
             f"population <= {int(MAX_TABLE_ENTRIES**0.5)}); use groups=random (stranger matching, "
             "any population) or a sparser graph"
         )
-    try:
-        with jax.ensure_compile_time_eval():  # built once, maybe while tracing
-            topo = make_topology(graph, n, degree=degree, seed=seed)
-            if topo.n != n:
-                raise ValueError(f"graph '{graph}' has {topo.n} nodes but population={n}")
-            e = topo.edges
-            src, dst = np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]])
-            width = int(np.bincount(src, minlength=n).max(initial=0))
-            if n * width > MAX_TABLE_ENTRIES:
-                raise ValueError(
-                    f"graph '{graph}' needs a population x max-degree table of {n * width:.3g} "
-                    f"entries (limit {MAX_TABLE_ENTRIES:.0e}); use a sparser graph"
-                )
-            if width == 0:
-                raise ValueError(f"graph '{graph}' has no edges: nobody can form a group")
-            return Neighbours.from_edges(src, dst, n, table=True)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def graph(p: PublicGoodsConfig) -> Neighbours | None:
-    return _graph(p.graph, p.population, p.degree, p.groups, p.graph_seed)
+    return _graph(topology_of(p))
 
 
 @cache
