@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from society.topology import NAMES, Topology, make_topology
+from sim_core.errors import ConfigError
+from society.fields import GraphFields
+from society.topology import NAMES, Topology, make_topology, topology_of
 
 
 def canonical(edges) -> np.ndarray:
@@ -495,3 +497,20 @@ def test_unknown_name_lists_all_names():
     with pytest.raises(ValueError) as info:
         make_topology("nope", 10)
     assert all(name in str(info.value) for name in NAMES)
+
+
+class _Town(GraphFields):
+    population: int = 30
+
+
+def test_a_study_builds_one_graph_per_graph_values_and_names_population_in_errors():
+    """topology_of: the same values give the same graph object (what a study builds from it
+    is cached by it); equal graphs built apart hash alike; bad sizes name `population`."""
+    p = _Town(graph="small-world", degree=4, graph_seed=1)
+    assert topology_of(p) is topology_of(_Town(graph="small-world", degree=4, graph_seed=1))
+    again = make_topology("small-world", 30, degree=4, seed=1)
+    assert again == topology_of(p) and hash(again) == hash(topology_of(p))
+    assert len({again: 1, topology_of(p): 2}) == 1
+    assert topology_of(_Town(graph="small-world", degree=4, graph_seed=2)) != topology_of(p)
+    with pytest.raises(ConfigError, match="graph=lattice, population=50: population must be"):
+        topology_of(_Town(graph="lattice", population=50))
