@@ -13,7 +13,7 @@ from society.mix import parse_weights
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
 
 
-class EpidemicConfig(SharedConfig, GraphFields):
+class EpidemicConfig(GraphFields, SharedConfig):
     """SIR/SEIR epidemics on a graph or well mixed, with isolation decided by rules, learned or LLM agents."""
 
     model: Literal["SIR", "SEIR"] = Field(

@@ -19,7 +19,7 @@ PRESETS = {
 STRATEGIES = ("allc", "alld", "tft", "gtft", "random")
 
 
-class NetworkGameConfig(SharedConfig, GraphFields):
+class NetworkGameConfig(GraphFields, SharedConfig):
     """Evolutionary 2-strategy games (cooperate/defect) on a graph, fully vectorised."""
 
     population: int = Field(

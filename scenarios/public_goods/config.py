@@ -14,7 +14,7 @@ from society.mix import parse_weights
 STRATEGIES = ("conditional", "free-rider", "cooperator", "punisher", "rewarder")
 
 
-class PublicGoodsConfig(SharedConfig, GraphFields):
+class PublicGoodsConfig(GraphFields, SharedConfig):
     """Public goods game on a graph: contributions x r shared, optional punishment and reward."""
 
     agents: Kind = Field(
