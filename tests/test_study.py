@@ -134,13 +134,11 @@ def test_llm_replies_arrive_after_their_latency_while_the_others_keep_stepping(
         srv.stop()
 
 
-class Scribes(Study):
-    """LLM agents publish their choice as a note after each reply; every prompt is shown the
-    notes of the store (broadcast), so a note changes the next choices."""
+class Alternator(Study):
+    """Agents choose b on odd steps (rules), so held choices show in the share choosing b."""
 
     actions = Discrete(("a", "b"), rule=lambda o, p: o["t"] % 2 == 1)
     reporters = {"b": lambda w, out: out.mean()}
-    prompt = "Step {t}: choose a or b."
 
     def init(key, p):
         return jnp.int32(0)
@@ -150,6 +148,13 @@ class Scribes(Study):
 
     def step(key, w, act, p):
         return w + 1, act.astype(jnp.float32)
+
+
+class Scribes(Alternator):
+    """LLM agents publish their choice as a note after each reply; every prompt is shown the
+    notes of the store (broadcast), so a note changes the next choices."""
+
+    prompt = "Step {t}: choose a or b."
 
     def reward(w, out, p):
         return out
@@ -307,22 +312,6 @@ def test_a_study_runs_through_the_cli(tmp_path: Path, capsys) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["scenario"] == "boltzmann"
     assert np.isfinite(summary["metrics"]["gini"]["mean"])
-
-
-class Alternator(Study):
-    """Agents choose b on odd steps (rules), so held choices show in the share choosing b."""
-
-    actions = Discrete(("a", "b"), rule=lambda o, p: o["t"] % 2 == 1)
-    reporters = {"b": lambda w, out: out.mean()}
-
-    def init(key, p):
-        return jnp.int32(0)
-
-    def observe(w, p):
-        return {"t": jnp.full(p.population, w, jnp.float32)}
-
-    def step(key, w, act, p):
-        return w + 1, act.astype(jnp.float32)
 
 
 def test_each_kind_decides_at_its_own_rate_and_holds_its_choice(monkeypatch) -> None:

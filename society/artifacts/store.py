@@ -392,37 +392,10 @@ class ArtifactStore:
                 parents[child].append(parent)
         out = []
         for i in ids:
-            (
-                _,
-                aid,
-                kind,
-                content,
-                author,
-                created,
-                niche,
-                policy,
-                uses,
-                succ,
-                alpha,
-                beta,
-                retired,
-            ) = rows[i]
+            _, aid, kind, content, author, created, *fields, retired = rows[i]
+            parents_of = tuple(parents[i])
             out.append(
-                Artifact(
-                    aid,
-                    kind,
-                    content,
-                    author,
-                    tuple(parents[i]),
-                    created,
-                    niche,
-                    policy,
-                    uses,
-                    succ,
-                    alpha,
-                    beta,
-                    bool(retired),
-                )
+                Artifact(aid, kind, content, author, parents_of, created, *fields, bool(retired))
             )
         return out
 
