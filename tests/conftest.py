@@ -45,7 +45,9 @@ SOCIETY = str(Path(sys.executable).with_name("society"))
 SEED = 3
 
 
-def start(out: Path, scenario: str, config: dict, *extra: str) -> subprocess.Popen:
+def start(
+    out: Path, scenario: str, config: dict, *extra: str, checkpoint_every: int = 1
+) -> subprocess.Popen:
     args = [
         SOCIETY,
         "run",
@@ -53,7 +55,7 @@ def start(out: Path, scenario: str, config: dict, *extra: str) -> subprocess.Pop
         "--seed",
         str(SEED),
         "--checkpoint-every",
-        "1",
+        str(checkpoint_every),
         "--out",
         str(out),
         *extra,
@@ -91,11 +93,18 @@ def wait_for_checkpoint(
 
 
 def kill_after_checkpoint(
-    out: Path, scenario: str, config: dict, *extra: str, ready=None, wait: float = 0.0
+    out: Path,
+    scenario: str,
+    config: dict,
+    *extra: str,
+    ready=None,
+    wait: float = 0.0,
+    checkpoint_every: int = 1,
 ) -> None:
-    """Start ``society run`` (a checkpoint every moment), SIGKILL it once a checkpoint exists
-    (and ``ready`` holds; then ``wait`` seconds more), and check it was still running."""
-    proc = start(out, scenario, config, *extra)
+    """Start ``society run`` (a checkpoint every ``checkpoint_every`` moments), SIGKILL it once
+    a checkpoint exists (and ``ready`` holds; then ``wait`` seconds more), and check it was
+    still running."""
+    proc = start(out, scenario, config, *extra, checkpoint_every=checkpoint_every)
     wait_for_checkpoint(proc, out, ready)
     time.sleep(wait)
     proc.send_signal(signal.SIGKILL)

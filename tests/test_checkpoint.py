@@ -30,8 +30,10 @@ from sim_core.errors import ConfigError
 from sim_core.recorder import read_metrics
 from sim_core.scheduler import Scheduler, SnapshotError
 
-# 2000 agents, synchronous updating: 20 moments of 1000 generations, a checkpoint after each.
+# 2000 agents, synchronous updating: 20,000 generations (a moment each), a checkpoint every
+# 1000 (each a compiled chunk: a kill lands inside one, its recorded rows lost with it).
 GAME = {"population": 2000, "steps": 20000, "synchronous": True, "record_every": 10}
+EVERY = 1000
 
 
 def _traced(trace: list) -> Scheduler:
@@ -122,13 +124,13 @@ def reference() -> pd.DataFrame:
     return scenarios.run("network-game", seed=SEED, write=False, **GAME).metrics
 
 
-def test_a_run_killed_mid_moment_resumes_to_the_same_rows(
+def test_a_run_killed_between_checkpoints_resumes_to_the_same_rows(
     tmp_path: Path, reference: pd.DataFrame
 ) -> None:
     out = tmp_path / "run"
-    proc = start(out, "network-game", GAME)
+    proc = start(out, "network-game", GAME, checkpoint_every=EVERY)
     wait_for_checkpoint(proc, out)
-    proc.send_signal(signal.SIGKILL)  # the next moment is being computed: it dies half done
+    proc.send_signal(signal.SIGKILL)  # the next chunk is being computed: it dies half done
     proc.wait()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "running"  # killed: nothing finished it
@@ -147,7 +149,7 @@ def test_sigterm_stops_at_a_checkpoint_and_society_resume_continues(
     tmp_path: Path, reference: pd.DataFrame
 ) -> None:
     out = tmp_path / "run"
-    proc = start(out, "network-game", GAME)
+    proc = start(out, "network-game", GAME, checkpoint_every=EVERY)
     wait_for_checkpoint(proc, out)
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate()
@@ -168,7 +170,7 @@ def test_sigterm_stops_at_a_checkpoint_and_society_resume_continues(
 # division-of-labour's rule engine: 2 replicates in one batch, 10 chunks of 1000 steps.
 COLONY = {"population": 1000, "steps": 10000, "average_from": 5000, "record_every": 100}
 # indirect-reciprocity's rule agents (random players and errors: the world's coming draws are
-# part of the world): 2 replicates in one batch, a checkpoint every round.
+# part of the world): 2 replicates in one batch, 15 chunks of 100 rounds.
 DONORS = {
     "population": 500,
     "steps": 1500,
@@ -180,14 +182,15 @@ DONORS = {
 
 
 @pytest.mark.parametrize(
-    "name, config", [("division-of-labour", COLONY), ("indirect-reciprocity", DONORS)]
+    "name, config, every",
+    [("division-of-labour", COLONY, 1000), ("indirect-reciprocity", DONORS, 100)],
 )
 def test_a_killed_run_of_rule_agents_resumes_to_the_same_rows(
-    tmp_path: Path, name: str, config: dict
+    tmp_path: Path, name: str, config: dict, every: int
 ) -> None:
     reference = scenarios.run(name, seed=SEED, replicates=2, write=False, **config)
     out = tmp_path / "run"
-    kill_after_checkpoint(out, name, config, "--replicates", "2")
+    kill_after_checkpoint(out, name, config, "--replicates", "2", checkpoint_every=every)
     same_run(
         scenarios.run(name, seed=SEED, replicates=2, resume=out, config=config), reference, out
     )

@@ -39,9 +39,7 @@ def _kill_and_resume(
     )
     out = tmp_path / "run"
     # checkpoints 7 moments apart: the kill lands after store writes the checkpoint lacks
-    kill_after_checkpoint(
-        out, "skill-society", config, "--checkpoint-every", "7", *extra, wait=wait
-    )
+    kill_after_checkpoint(out, "skill-society", config, *extra, wait=wait, checkpoint_every=7)
     result = scenarios.run("skill-society", seed=SEED, resume=out, config=config, **options)
     same_run(result, reference, out)
     pd.testing.assert_frame_equal(_stores(out), _stores(tmp_path / "ref"))
