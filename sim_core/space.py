@@ -191,29 +191,41 @@ class Grid:
         n, m = turn.shape[0], max(turn.shape[0] // 8, 1)
         ok = jnp.broadcast_to(ok, cand.shape)
 
-        def first_near(turn, slot, cell, pending):
-            """Per cell, the slot of the pending agent first in turn on it or around it."""
-            shape = (self.width, self.height)
+        def firsts(turn, slot, cell, pending):
+            """Per cell, the least turn of the pending agents on it, and the least slot of
+            those with that turn."""
             at = jnp.where(pending, cell, self.cells)
             first = jnp.full(self.cells, _LAST).at[at].min(turn, mode="drop")
             tied = pending & (first.at[cell].get(mode="fill", fill_value=_LAST) == turn)
-            least = (
-                jnp.full(self.cells, _LAST)
-                .at[jnp.where(tied, cell, self.cells)]
-                .min(slot, mode="drop")
-            )
-            firsts = self._around(first.reshape(shape), _LAST)
-            best = functools.reduce(jnp.minimum, firsts)
-            pick = zip(firsts, self._around(least.reshape(shape), _LAST), strict=True)
-            return functools.reduce(
-                jnp.minimum, [jnp.where(f == best, s, _LAST) for f, s in pick]
-            ).ravel()
+            at = jnp.where(tied, cell, self.cells)
+            return first, jnp.full(self.cells, _LAST).at[at].min(slot, mode="drop")
 
-        def round_(a, s):
+        def first_near(turn, slot, cell, pending, cand):
+            """At each of ``cand``, the slot of the pending agent first in turn on it or
+            around it: over the whole grid (many agents pending) ..."""
+            first, least = firsts(turn, slot, cell, pending)
+            shape = (self.width, self.height)
+            near = self._around(first.reshape(shape), _LAST)
+            best = functools.reduce(jnp.minimum, near)
+            pick = zip(near, self._around(least.reshape(shape), _LAST), strict=True)
+            at = [jnp.where(f == best, s, _LAST) for f, s in pick]
+            return functools.reduce(jnp.minimum, at).ravel()[cand]
+
+        def first_near_few(turn, slot, cell, pending, cand):
+            """... or at the cells around ``cand`` alone (few pending: a round then costs
+            what they do, not a pass over every cell)."""
+            first, least = firsts(turn, slot, cell, pending)
+            nb, inside = self.around(cand.ravel())
+            f = jnp.where(inside, first[nb], _LAST)
+            best = f.min(1, keepdims=True)
+            at = jnp.where(inside & (f == best), least[nb], _LAST).min(1)
+            return at.reshape(cand.shape)
+
+        def round_(near, a, s):
             turn, slot, cand, ok, u = a
             pending, full, to, took = s
             want = ok & (full[cand] > 0)
-            first = first_near(turn, slot, cand[:, -1], pending)[cand]
+            first = near(turn, slot, cand[:, -1], pending, cand)
             go = pending & ~(want & (first != slot[:, None])).any(1)
             new = _choose(cand, jnp.where(want.any(1, keepdims=True), want, ok), u)
             eat = go & (full[new] > 0)
@@ -222,12 +234,14 @@ class Grid:
 
         a = (turn, jnp.arange(n), cand, ok, u)
         s = (acting, full, cand[:, -1], jnp.zeros(n, bool))
-        s = jax.lax.while_loop(lambda s: s[0].sum() > m, partial(round_, a), s)
+        s = jax.lax.while_loop(lambda s: s[0].sum() > m, partial(round_, first_near, a), s)
         few = jnp.nonzero(s[0], size=m, fill_value=n)[0]  # the pending, by slot
         part = lambda x: x.at[few].get(mode="fill", fill_value=0)  # noqa: E731
         b = tuple(map(part, a[:1])) + (few,) + tuple(map(part, a[2:]))
         t = jax.lax.while_loop(
-            lambda t: t[0].any(), partial(round_, b), (few < n, s[1], part(s[2]), part(s[3]))
+            lambda t: t[0].any(),
+            partial(round_, first_near_few, b),
+            (few < n, s[1], part(s[2]), part(s[3])),
         )
         return s[2].at[few].set(t[2], mode="drop"), s[3].at[few].set(t[3], mode="drop"), t[1]
 
