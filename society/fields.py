@@ -182,7 +182,10 @@ class KindFields(StudyConfig):
         if self.agents == "mixed" and self.split is None:
             raise ValueError("agents=mixed needs a split, e.g. 'rules:8,learned:1,llm:1'")
         if self.split_only_mixed and self.agents != "mixed" and self.split is not None:
-            raise ValueError(f"split applies only to agents=mixed (agents is {self.agents!r})")
+            raise ValueError(
+                f"split applies only to agents=mixed (agents is {self.agents!r}): a split is only "
+                "used with agents=mixed"
+            )
         return self
 
     def kinds(self) -> dict[str, float]:
