@@ -13,10 +13,12 @@ one-line error naming the new one (:data:`RENAMED`).
 
 from __future__ import annotations
 
+from copy import copy
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from society.mix import parse_weights
@@ -106,10 +108,33 @@ def _is_number(value: Any) -> bool:
     return True
 
 
+class _Default:
+    def __init__(self, value: Any, description: str | None, bounds: dict[str, Any]) -> None:
+        self.value, self.description, self.bounds = value, description, bounds
+
+
+def default(value: Any, description: str | None = None, **bounds: Any) -> Any:
+    """A shared field (of a base, else of :data:`OPTIONAL_FIELDS`) with a study's own default,
+    and optionally its own meaning, keeping the shared bounds and meaning otherwise; the study
+    keeps the field's place among its own parameters::
+
+        llm_max_tokens: int = default(32, "LLM agents: reply limit in tokens (a one-word JSON)")
+
+    ``bounds`` (ge, gt, le, lt) replace the shared bounds where a study has its own."""
+    return _Default(value, description, bounds)
+
+
 class StudyConfig(BaseModel):
     """Base of a scenario config: unknown parameters are refused, renamed ones are named."""
 
     model_config = ConfigDict(extra="forbid")
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Before pydantic collects the fields: each `default(...)` becomes the shared field.
+        super().__init_subclass__(**kwargs)
+        for name, value in list(vars(cls).items()):
+            if isinstance(value, _Default):
+                setattr(cls, name, _shared_field(cls, name, value))
 
     @model_validator(mode="before")
     @classmethod
@@ -149,11 +174,23 @@ class KindFields(StudyConfig):
         "(counts by largest remainder); ignored otherwise",
     )
 
+    # A study that refuses a split unless agents=mixed (others ignore it).
+    split_only_mixed: ClassVar[bool] = False
+
     @model_validator(mode="after")
     def _mixed_needs_split(self) -> KindFields:
         if self.agents == "mixed" and self.split is None:
             raise ValueError("agents=mixed needs a split, e.g. 'rules:8,learned:1,llm:1'")
+        if self.split_only_mixed and self.agents != "mixed" and self.split is not None:
+            raise ValueError(
+                f"split applies only to agents=mixed (agents is {self.agents!r}): a split is only "
+                "used with agents=mixed"
+            )
         return self
+
+    def kinds(self) -> dict[str, float]:
+        """Proportions of each kind of agent (one kind unless agents=mixed)."""
+        return parse_split(self.split) if self.agents == "mixed" else {self.agents: 1.0}
 
 
 class PopulationFields(KindFields):
@@ -258,3 +295,33 @@ class StudyParams(SharedConfig, StepFields, ChoiceFields):
 class ModelAgentsParams(ModelParams, LLMFields, LearningFields, KindFields, ChoiceFields):
     """Base of a model's parameters (its own names, as Mesa's; its size sets the number of
     agents: the world's agent axis) whose agents may also be rules, learned or LLM."""
+
+
+# Shared fields a study lists among its own parameters (where it wants them) with
+# `name: type = default(...)`: one declaration of the bounds and meaning.
+OPTIONAL_FIELDS: dict[str, FieldInfo] = {
+    "llm_memory": Field(
+        5, ge=0, description="LLM agents: how many of their own past steps they are shown"
+    ),
+    "mutation": Field(
+        0.05, ge=0.0, description="learned agents: std of the Gaussian noise on a copied policy"
+    ),
+    "record_every": Field(1, ge=1, description="steps between recorded time-series rows"),
+}
+
+
+def _shared_field(cls: type, name: str, value: _Default) -> FieldInfo:
+    bases = (getattr(base, "__pydantic_fields__", {}) for base in cls.__mro__[1:])
+    shared = next((fields[name] for fields in bases if name in fields), None)
+    shared = shared or OPTIONAL_FIELDS[name]
+    description = value.description or shared.description
+    if value.bounds:
+        return Field(value.value, description=description, **value.bounds)
+    field = copy(shared)
+    field.default, field.description = value.value, description
+    field._attributes_set = {
+        **field._attributes_set,
+        "default": value.value,
+        "description": description,
+    }
+    return field

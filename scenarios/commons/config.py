@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Kind, SharedConfig, Split
+from society.fields import Kind, SharedConfig, Split, default
 from society.mix import parse_weights
 
 RULE_STRATEGIES = ("sustainable", "greedy", "fixed", "proportional")
@@ -20,18 +20,14 @@ def parse_strategies(spec: str) -> dict[str, float]:
 class CommonsConfig(SharedConfig):
     """Common-pool resource (GovSim fishery): logistic regrowth, collapse, talk (Piatti et al. 2024)."""
 
-    agents: Kind = Field(
+    agents: Kind = default(
         "llm",
         description="who fishes: llm (GovSim studies societies of LLM agents; the local model "
         "unless --llm is given), rules (see strategies), learned (small policies trained by "
         "REINFORCE across episodes), or mixed (see split)",
     )
-    split: Split = Field(
-        "rules:1,learned:1,llm:1",
-        description="agents=mixed: proportions of each kind, e.g. 'rules:3,llm:2' (counts by "
-        "largest remainder, seats shuffled per replicate); ignored otherwise",
-    )
-    population: int = Field(5, ge=2, le=1000, description="fishers sharing the lake (GovSim: 5)")
+    split: Split = default("rules:1,learned:1,llm:1")
+    population: int = default(5, "fishers sharing the lake (GovSim: 5)", ge=2, le=1000)
     capacity: float = Field(
         100.0, gt=0, description="carrying capacity K of the lake in tons (GovSim: 100)"
     )
@@ -86,7 +82,7 @@ class CommonsConfig(SharedConfig):
     harvest_fraction: float = Field(
         0.1, ge=0, le=1, description="rule strategy 'proportional': share of the current stock"
     )
-    learning_rate: float = Field(
+    learning_rate: float = default(
         0.05,
         ge=0,
         description="learned agents (policy: (stock/K, month/periods) -> share of the equal "
@@ -96,16 +92,9 @@ class CommonsConfig(SharedConfig):
     message_chars: int = Field(
         300, ge=20, le=2000, description="LLM messages are cut to this many characters"
     )
-    llm_temperature: float = Field(
-        0.0, ge=0.0, le=2.0, description="LLM sampling temperature (GovSim decodes greedily: 0)"
-    )
-    llm_max_tokens: int = Field(
-        300, gt=0, description="LLM reply limit in tokens (a short JSON with a brief reason)"
-    )
-    llm_budget_tokens: int | None = Field(
-        None,
-        gt=0,
-        description="stop the run cleanly at the month in which LLM use reaches this many tokens",
+    llm_temperature: float = default(0.0, "LLM agents: sampling temperature (GovSim: 0, greedy)")
+    llm_max_tokens: int = default(
+        300, "LLM agents: reply limit in tokens (a short JSON, brief reason)"
     )
 
     @field_validator("strategies")

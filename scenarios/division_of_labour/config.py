@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from society.fields import Kind, SharedConfig, Split, parse_split
+from society.fields import Kind, SharedConfig, Split, default
 
 
 class DivisionOfLabourConfig(SharedConfig):
     """Division of labour from response thresholds with reinforcement (Theraulaz et al. 1998)."""
 
-    population: int = Field(100, ge=2, description="number of agents N in the colony")
+    population: int = default(100, "number of agents N in the colony")
     tasks: int = Field(2, ge=2, description="number of tasks m")
     steps: int = Field(2000, ge=1, description="time steps to simulate")
     average_from: int = Field(
@@ -44,21 +44,21 @@ class DivisionOfLabourConfig(SharedConfig):
     theta_init: float = Field(
         500.0, ge=0.0, description="every agent's initial threshold for every task"
     )
-    agents: Kind = Field(
+    agents: Kind = default(
         "rules",
         description="who decides whether an idle agent takes the task it meets: rules (the "
         "threshold rule s^2 / (s^2 + theta^2)), learned (REINFORCE policies), llm, or mixed "
         "(see split)",
     )
-    split: Split | None = Field(
-        None,
-        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1'",
+    split_only_mixed = True
+    split: Split | None = default(
+        None, "agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1'"
     )
-    learning_rate: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
-    llm_max_tokens: int = Field(
-        64, gt=0, description='LLM agents: reply limit in tokens (the answer is {"work": true})'
+    learning_rate: float = default(0.05, "learned agents: Adam learning rate")
+    llm_max_tokens: int = default(
+        64, 'LLM agents: reply limit in tokens (the answer is {"work": true})'
     )
-    record_every: int = Field(10, ge=1, description="steps between recorded time-series rows")
+    record_every: int = default(10)
     trace_agents: int = Field(
         20, ge=0, description="agents (the first ids) whose thresholds are recorded over time"
     )
@@ -79,10 +79,4 @@ class DivisionOfLabourConfig(SharedConfig):
                 f"theta_init ({self.theta_init}) must lie in [theta_min, theta_max] = "
                 f"[{self.theta_min}, {self.theta_max}]"
             )
-        if self.agents != "mixed" and self.split is not None:
-            raise ValueError(f"split is only used with agents=mixed (agents is {self.agents})")
         return self
-
-    def kinds(self) -> dict[str, float]:
-        """Weights of each kind of agent present (one kind unless mixed)."""
-        return parse_split(self.split) if self.split else {self.agents: 1.0}

@@ -4,26 +4,20 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from society.fields import Kind, SharedConfig, Split
+from society.fields import Kind, SharedConfig, Split, default
 
 
 class DonorGameConfig(SharedConfig):
     """Donor game of LLM societies: cultural evolution of cooperation (Vallinder & Hughes 2024)."""
 
-    agents: Kind = Field(
+    agents: Kind = default(
         "llm",
         description="who plays: llm (through the LLM client; the local model unless --llm is "
         "given), learned (small policies, REINFORCE within a life and selection across "
         "generations), rules (give a fixed share give_fraction), or mixed (see split)",
     )
-    split: Split = Field(
-        "rules:1,learned:1,llm:1",
-        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
-        "(counts by largest remainder, placed at random); ignored otherwise",
-    )
-    population: int = Field(
-        12, ge=2, description="agents playing each generation (even: two halves)"
-    )
+    split: Split = default("rules:1,learned:1,llm:1")
+    population: int = default(12, "agents playing each generation (even: two halves)")
     steps: int = Field(
         12,
         ge=2,
@@ -54,25 +48,18 @@ class DonorGameConfig(SharedConfig):
     give_fraction: float = Field(
         0.5, ge=0.0, le=1.0, description="rule agents: share of their current resources they give"
     )
-    learning_rate: float = Field(
+    learning_rate: float = default(
         0.05,
         ge=0.0,
         description="learned agents: REINFORCE step size on each donation's return "
         "(resources at game end minus resources before it); 0 = selection only",
     )
-    mutation: float = Field(
-        0.05, ge=0.0, description="learned newcomers: std of Gaussian noise on the inherited policy"
+    mutation: float = default(0.05)
+    llm_temperature: float = default(
+        0.8, "LLM agents: sampling temperature (0.8 as in the authors' runs)"
     )
-    llm_temperature: float = Field(
-        0.8, ge=0.0, le=2.0, description="LLM sampling temperature (0.8 as in the authors' runs)"
-    )
-    llm_max_tokens: int = Field(
-        300, gt=0, description="LLM reply limit in tokens (a short JSON with brief reasoning)"
-    )
-    llm_budget_tokens: int | None = Field(
-        None,
-        gt=0,
-        description="stop the run cleanly at the round in which LLM use reaches this many tokens",
+    llm_max_tokens: int = default(
+        300, "LLM agents: reply limit in tokens (a short JSON, brief reasoning)"
     )
 
     @field_validator("population", "steps")

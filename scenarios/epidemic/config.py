@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Graph, GraphFields, Kind, SharedConfig, Split
+from society.fields import Graph, GraphFields, Kind, SharedConfig, Split, default
 from society.mix import parse_weights
 
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
@@ -25,9 +25,7 @@ class EpidemicConfig(GraphFields, SharedConfig):
         "lattice | random-regular | erdos-renyi | small-world | scale-free | a path to an "
         "edge-list file ('u v' per line), as in network-game",
     )
-    population: int = Field(
-        10_000, ge=2, description="number of agents N (a square number for lattice)"
-    )
+    population: int = default(10_000, "number of agents N (a square number for lattice)")
     degree: int = Field(
         8,
         ge=1,
@@ -87,18 +85,14 @@ class EpidemicConfig(GraphFields, SharedConfig):
         "its latent and infectious periods, in days, from the same geometric laws when it is "
         "infected, and changes compartment on those days). drawn needs dt=1",
     )
-    agents: Kind = Field(
+    agents: Kind = default(
         "rules",
         description="who chooses each agent's daily contact level: rules ('behaviour'), learned "
         "policies (REINFORCE on the daily reward), llm (through the LLM client; the local model "
         "unless --llm is given), or mixed (see split). Rules by default: the classic SIR/SEIR "
         "results are the baseline that the AgentTorch-style LLM populations are compared with",
     )
-    split: Split = Field(
-        "rules:8,learned:1,llm:1",
-        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
-        "(counts by largest remainder, placed at random per replicate); ignored otherwise",
-    )
+    split: Split = default("rules:8,learned:1,llm:1")
     behaviour: str = Field(
         "none",
         description="rule agents' behaviour, or a mix such as 'none:1,isolate-when-sick:1': none "
@@ -133,7 +127,7 @@ class EpidemicConfig(GraphFields, SharedConfig):
     infection_cost: float = Field(
         30.0, ge=0.0, description="cost of becoming infected (paid on the day of infection)"
     )
-    learning_rate: float = Field(0.05, gt=0.0, description="learned agents: Adam learning rate")
+    learning_rate: float = default(0.05, "learned agents: Adam learning rate")
     llm_archetypes: bool = Field(
         True,
         description="LLM agents: one call per day per distinct profile (health as the agent "
@@ -147,16 +141,10 @@ class EpidemicConfig(GraphFields, SharedConfig):
         description="LLM archetypes: independent answers per profile, spread over its agents "
         "(diversity needs llm_temperature > 0)",
     )
-    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="LLM sampling temperature")
-    llm_max_tokens: int = Field(
-        96, gt=0, description="LLM reply limit: a one-sentence reason and a number"
+    llm_max_tokens: int = default(
+        96, "LLM agents: reply limit in tokens (a one-sentence reason and a number)"
     )
-    llm_memory: int = Field(
-        4, ge=0, description="LLM agents: how many of their past days they are shown"
-    )
-    llm_budget_tokens: int | None = Field(
-        None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
-    )
+    llm_memory: int = default(4)
 
     @field_validator("behaviour")
     @classmethod

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import KINDS, Kind, Split, StudyParams
+from society.fields import Split, StudyParams, default
 from society.mix import parse_weights
 
 NORMS = ("image-scoring", "standing", "stern-judging")
@@ -21,14 +21,11 @@ MAX_PRIVATE_POPULATION = 8192
 class IndirectReciprocityConfig(StudyParams):
     """Indirect reciprocity: donors help by reputation under image scoring, standing or stern judging."""
 
-    agents: Kind = Field(
-        "rules", description="who decides: rule strategies, learned policies, LLM agents, or a mix"
+    split_only_mixed = True
+    split: Split | None = default(
+        None, "agents=mixed only: proportions of each kind, e.g. 'rules:8,llm:2'"
     )
-    split: Split | None = Field(
-        None,
-        description="agents=mixed only: proportions of kinds, e.g. 'rules:8,learned:1,llm:1'",
-    )
-    population: int = Field(100, ge=2, description="number of agents N (well mixed)")
+    population: int = default(100, "number of agents N (well mixed)")
     strategies: str = Field(
         "disc:49,alld:1",
         description="mix of rule strategies (relative weights): allc, alld, disc (gives iff it "
@@ -75,7 +72,7 @@ class IndirectReciprocityConfig(StudyParams):
         description="headline averages use rounds >= this (rounds are 0 .. steps-1); "
         "earlier rounds are a transient",
     )
-    record_every: int = Field(1, ge=1, description="rounds between recorded time-series rows")
+    record_every: int = default(1)
     learning: Literal["ga", "es", "reinforce"] = Field(
         "ga",
         description="learned agents: ga/es select policies on payoff every `generation` "
@@ -84,24 +81,9 @@ class IndirectReciprocityConfig(StudyParams):
     generation: int = Field(
         10, ge=1, description="learned agents (ga, es): rounds between selection steps"
     )
-    mutation: float = Field(
-        0.05, ge=0.0, description="learned agents (ga): std of the noise added to copied policies"
-    )
-    llm_temperature: float = Field(
-        0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature"
-    )
-    llm_max_tokens: int = Field(
-        32, gt=0, description="LLM agents: reply limit in tokens (a one-word JSON)"
-    )
-    llm_memory: int = Field(
-        5, ge=0, description="LLM agents: how many of their own past moves they are shown"
-    )
-    llm_budget_tokens: int | None = Field(
-        None,
-        gt=0,
-        description="LLM agents: stop the run at the end of the round in which this many "
-        "tokens have been used (None: no limit)",
-    )
+    mutation: float = default(0.05)
+    llm_max_tokens: int = default(32, "LLM agents: reply limit in tokens (a one-word JSON)")
+    llm_memory: int = default(5)
 
     @field_validator("strategies")
     @classmethod
@@ -111,10 +93,6 @@ class IndirectReciprocityConfig(StudyParams):
 
     @model_validator(mode="after")
     def _check(self) -> IndirectReciprocityConfig:
-        if self.agents == "mixed":
-            parse_weights(self.split, KINDS, "split")
-        elif self.split is not None:
-            raise ValueError(f"split applies only to agents=mixed (agents is {self.agents!r})")
         if self.average_from >= self.steps:
             raise ValueError(f"average_from ({self.average_from}) must be < steps ({self.steps})")
         if self.assessment == "private" and self.population > MAX_PRIVATE_POPULATION:
@@ -123,9 +101,3 @@ class IndirectReciprocityConfig(StudyParams):
                 f"population must be <= {MAX_PRIVATE_POPULATION}, got {self.population}"
             )
         return self
-
-    def kinds(self) -> dict[str, float]:
-        """Proportions of agent kinds (one kind unless agents=mixed)."""
-        if self.agents == "mixed":
-            return parse_weights(self.split or "", KINDS, "split")
-        return {self.agents: 1.0}

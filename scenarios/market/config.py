@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Kind, SharedConfig, Split
+from society.fields import Kind, SharedConfig, Split, default
 from society.mix import parse_weights
 
 RULES = ("cost-plus", "undercut", "adaptive")
@@ -13,24 +13,20 @@ RULES = ("cost-plus", "undercut", "adaptive")
 class MarketConfig(SharedConfig):
     """Posted-price market with Sybil sellers: price volatility, crashes, fraud (Agent Bazaar)."""
 
-    agents: Kind = Field(
+    agents: Kind = default(
         "llm",
         description="who prices the honest firms: llm (the study is about LLM firms, so this is "
         "the default; the local model unless --llm is given), learned (REINFORCE on profit), "
         "rules (see 'strategies'), or mixed (see 'split'); consumers are always vectorised rules",
     )
-    split: Split = Field(
-        "rules:1,learned:1,llm:1",
-        description="agents=mixed: proportions of firm kinds, e.g. 'rules:3,llm:2' (counts by "
-        "largest remainder, shuffled per replicate); ignored otherwise",
-    )
+    split: Split = default("rules:1,learned:1,llm:1")
     strategies: str = Field(
         "cost-plus:1,undercut:1,adaptive:1",
         description="rule firms' strategy mix: cost-plus (cost x (1 + markup)), undercut "
         "(cheapest rival's price minus undercut_step x cost, not below cost), adaptive (price "
         "x (1 + adapt_step) after selling out, x (1 - adapt_step) after unsold stock, not below cost)",
     )
-    population: int = Field(5, ge=1, description="honest firms (sellers), each with one listing")
+    population: int = default(5, "honest firms (sellers), each with one listing", ge=1)
     consumers: int = Field(
         100, ge=1, description="consumers; each buys at most one unit per period"
     )
@@ -121,20 +117,15 @@ class MarketConfig(SharedConfig):
         description="a crash is a period whose price index falls by more than this share, or "
         "below unit_cost",
     )
-    learning_rate: float = Field(
-        0.05, ge=0, description="learned firms: REINFORCE step size on each period's profit"
+    learning_rate: float = default(
+        0.05, "learned firms: REINFORCE step size on each period's profit", ge=0
     )
-    llm_temperature: float = Field(0.7, ge=0.0, le=2.0, description="LLM sampling temperature")
-    llm_max_tokens: int = Field(
-        200, gt=0, description="LLM reply limit in tokens (a short JSON with a brief reason)"
+    llm_temperature: float = default(0.7)
+    llm_max_tokens: int = default(
+        200, "LLM agents: reply limit in tokens (a short JSON, brief reason)"
     )
-    llm_memory: int = Field(
-        5, ge=0, description="LLM firms see their own last this many periods (price, sales, profit)"
-    )
-    llm_budget_tokens: int | None = Field(
-        None,
-        gt=0,
-        description="stop the run cleanly at the period in which LLM use reaches this many tokens",
+    llm_memory: int = default(
+        5, "LLM firms: how many of their own past periods (price, sales, profit) they see"
     )
 
     @field_validator("strategies")

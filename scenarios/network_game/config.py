@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import GraphFields, Kind, SharedConfig, Split
+from society.fields import GraphFields, Kind, SharedConfig, Split, default
 from society.mix import parse_weights
 
 # Preset payoff matrices (R, S, T, P); any of them can be overridden.
@@ -22,9 +22,7 @@ STRATEGIES = ("allc", "alld", "tft", "gtft", "random")
 class NetworkGameConfig(GraphFields, SharedConfig):
     """Evolutionary 2-strategy games (cooperate/defect) on a graph, fully vectorised."""
 
-    population: int = Field(
-        1000, ge=2, description="number of agents N (a square number for lattice)"
-    )
+    population: int = default(1000, "number of agents N (a square number for lattice)")
     game: Literal["donation", "pd", "snowdrift", "stag-hunt", "custom"] = Field(
         "donation", description="donation (b, c) or a 2x2 game with payoffs R, S, T, P"
     )
@@ -71,17 +69,14 @@ class NetworkGameConfig(GraphFields, SharedConfig):
         ge=0,
         description="cooperator_fraction is averaged over generations >= this (default: final value)",
     )
-    record_every: int = Field(1, ge=1, description="generations between recorded rows")
-    agents: Kind = Field(
+    record_every: int = default(1)
+    agents: Kind = default(
         "rules",
         description="who decides: rules (the evolutionary game above, or a rule mix with "
         "'strategies'), learned policies, LLM agents, or a mix given by 'split'; all but plain "
         "rules give continuous donation levels in [0, 1] and one round per generation",
     )
-    split: Split = Field(
-        "rules:8,learned:1,llm:1",
-        description="agents=mixed: relative shares of rules, learned, llm",
-    )
+    split: Split = default("rules:8,learned:1,llm:1")
     strategies: str | None = Field(
         None,
         description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (allc, alld, tft, "
@@ -92,13 +87,9 @@ class NetworkGameConfig(GraphFields, SharedConfig):
         description="learned agents: policy gradient within a lifetime, or Fermi "
         "imitation of a neighbour's policy (with 'beta')",
     )
-    learning_rate: float = Field(0.05, gt=0, description="learned agents: learning rate")
-    llm_max_tokens: int = Field(
-        32, gt=0, description="LLM agents: reply limit in tokens (a one-number JSON)"
-    )
-    llm_memory: int = Field(
-        4, ge=0, description="LLM agents: how many of their past rounds they are shown"
-    )
+    learning_rate: float = default(0.05, "learned agents: learning rate")
+    llm_max_tokens: int = default(32, "LLM agents: reply limit in tokens (a one-number JSON)")
+    llm_memory: int = default(4)
     shard: bool | None = Field(
         None,
         description="split the agent axis over all devices with jax.sharding (one "

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Graph, GraphFields, Kind, SharedConfig, Split
+from society.fields import Graph, GraphFields, Kind, SharedConfig, Split, default
 from society.mix import parse_weights
 
 # Rule agents' types; the shares of the default mix follow the types Fischbacher, Gächter &
@@ -17,20 +17,14 @@ STRATEGIES = ("conditional", "free-rider", "cooperator", "punisher", "rewarder")
 class PublicGoodsConfig(GraphFields, SharedConfig):
     """Public goods game on a graph: contributions x r shared, optional punishment and reward."""
 
-    agents: Kind = Field(
+    agents: Kind = default(
         "rules",
         description="who decides: rules (the types in 'strategies': the baseline the lab studies "
         "of Fehr & Gächter describe), learned (REINFORCE policies over the contributed share), "
         "llm (through the LLM client; the local model unless --llm is given), or mixed (split)",
     )
-    split: Split = Field(
-        "rules:8,learned:1,llm:1",
-        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
-        "(counts by largest remainder, placed at random per replicate); ignored otherwise",
-    )
-    population: int = Field(
-        24, ge=2, description="number of agents N (24 as in a session of Fehr & Gächter 2000)"
-    )
+    split: Split = default("rules:8,learned:1,llm:1")
+    population: int = default(24, "number of agents N (24 as in a session of Fehr & Gächter 2000)")
     graph: Graph = Field(
         "complete",
         description="who can be grouped with whom: complete (well mixed, as in the lab) | cycle | "
@@ -114,24 +108,16 @@ class PublicGoodsConfig(GraphFields, SharedConfig):
         description="conditional cooperators contribute this times the others' last mean share "
         "(1 = match it; Fischbacher et al. 2001 found slightly less on average)",
     )
-    learning_rate: float = Field(
+    learning_rate: float = default(
         0.05,
-        gt=0.0,
         description="learned agents: REINFORCE (Adam) step size; each agent learns from its own "
         "earnings of every round, its contribution and its sanction intensity",
     )
-    llm_temperature: float = Field(0.7, ge=0.0, le=2.0, description="LLM sampling temperature")
-    llm_max_tokens: int = Field(
-        200, gt=0, description="LLM reply limit in tokens (a short JSON with a one-line reason)"
+    llm_temperature: float = default(0.7)
+    llm_max_tokens: int = default(
+        200, "LLM agents: reply limit in tokens (a short JSON, one-line reason)"
     )
-    llm_budget_tokens: int | None = Field(
-        None,
-        gt=0,
-        description="stop the run cleanly at the round in which LLM use reaches this many tokens",
-    )
-    llm_memory: int = Field(
-        5, ge=0, description="LLM agents: past rounds of their own play shown in each prompt"
-    )
+    llm_memory: int = default(5)
 
     @field_validator("strategies")
     @classmethod

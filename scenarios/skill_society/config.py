@@ -6,21 +6,22 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from society.fields import Graph, Kind, SharedConfig, Split, parse_split
+from society.fields import Graph, Kind, SharedConfig, Split, default
 
 
 class SkillSocietyConfig(SharedConfig):
     """A society that learns from experience through shared and inherited artifacts, scored on held-out tasks."""
 
-    agents: Kind = Field(
+    agents: Kind = default(
         "learned",
         description="kind of agent: rules (fixed domain choice on own success estimates), learned "
         "(REINFORCE policies over domains), llm (solve the text tasks and write notes), or mixed "
         "(see split)",
     )
-    population: int = Field(200, ge=2, description="agents N per replicate")
-    split: Split | None = Field(
-        None, description="agents=mixed: proportions of each kind, e.g. 'learned:98,llm:2'"
+    population: int = default(200, "agents N per replicate")
+    split_only_mixed = True
+    split: Split | None = default(
+        None, "agents=mixed: proportions of each kind, e.g. 'learned:98,llm:2'"
     )
     steps: int = Field(
         40, ge=1, description="moments per generation; each agent attempts one task per moment"
@@ -64,7 +65,7 @@ class SkillSocietyConfig(SharedConfig):
         le=1.0,
         description="team: weight of a member's work per link from the answerer",
     )
-    learning_rate: float = Field(0.1, gt=0.0, description="learned agents: Adam learning rate")
+    learning_rate: float = default(0.1, "learned agents: Adam learning rate")
     explore: float = Field(
         0.1,
         ge=0.0,
@@ -154,9 +155,6 @@ class SkillSocietyConfig(SharedConfig):
     llm_eval_tasks: int = Field(
         2, ge=1, description="llm agents: evaluation tasks per split at each checkpoint"
     )
-    llm_temperature: float = Field(
-        0.0, ge=0.0, le=2.0, description="llm agents: sampling temperature"
-    )
     llm_latency: int = Field(
         0,
         ge=0,
@@ -166,18 +164,11 @@ class SkillSocietyConfig(SharedConfig):
         "numeric agents keep stepping while LLM calls are out; each llm agent then attempts "
         "once every k moments. Results do not depend on how long the calls really take",
     )
-    llm_max_tokens: int = Field(96, ge=8, description="llm agents: reply length bound in tokens")
-    llm_budget_tokens: int | None = Field(
-        None, gt=0, description="llm agents: stop the run cleanly once this many tokens are used"
-    )
-    record_every: int = Field(1, ge=1, description="moments between recorded time-series rows")
+    llm_max_tokens: int = default(96, "llm agents: reply length bound in tokens", ge=8)
+    record_every: int = default(1)
 
     @model_validator(mode="after")
     def _check(self) -> SkillSocietyConfig:
-        if self.agents != "mixed" and self.split is not None:
-            raise ValueError(f"split is only used with agents=mixed (agents is {self.agents!r})")
-        if self.split is not None:
-            parse_split(self.split)
         if self.team != "none" and self.population % self.team_size:
             raise ValueError(
                 f"population ({self.population}) must be a multiple of team_size ({self.team_size})"
