@@ -13,7 +13,6 @@ one-line error naming the new one (:data:`RENAMED`).
 
 from __future__ import annotations
 
-from copy import copy
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -182,10 +181,7 @@ class KindFields(StudyConfig):
         if self.agents == "mixed" and self.split is None:
             raise ValueError("agents=mixed needs a split, e.g. 'rules:8,learned:1,llm:1'")
         if self.split_only_mixed and self.agents != "mixed" and self.split is not None:
-            raise ValueError(
-                f"split applies only to agents=mixed (agents is {self.agents!r}): a split is only "
-                "used with agents=mixed"
-            )
+            raise ValueError(f"split applies only to agents=mixed (agents is {self.agents!r})")
         return self
 
     def kinds(self) -> dict[str, float]:
@@ -317,11 +313,4 @@ def _shared_field(cls: type, name: str, value: _Default) -> FieldInfo:
     description = value.description or shared.description
     if value.bounds:
         return Field(value.value, description=description, **value.bounds)
-    field = copy(shared)
-    field.default, field.description = value.value, description
-    field._attributes_set = {
-        **field._attributes_set,
-        "default": value.value,
-        "description": description,
-    }
-    return field
+    return FieldInfo.merge_field_infos(shared, default=value.value, description=description)

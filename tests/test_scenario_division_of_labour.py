@@ -323,7 +323,7 @@ def test_parameters_of_the_issue_are_described():
         ({"agents": "mixed"}, "split"),
         ({"agents": "mixed", "split": "rules:1,bots:1"}, "accepted: rules, learned, llm"),
         ({"agents": "mixed", "split": "rules:0"}, "must not all be 0"),
-        ({"split": "rules:1"}, "only used with agents=mixed"),
+        ({"split": "rules:1"}, "split applies only to agents=mixed"),
         ({"agents": "robots"}, "agents"),
         ({"quit_prob": 1.5}, "quit_prob"),
         ({"tasks": 1}, "tasks"),
