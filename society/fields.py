@@ -184,10 +184,6 @@ class KindFields(StudyConfig):
             raise ValueError(f"split applies only to agents=mixed (agents is {self.agents!r})")
         return self
 
-    def kinds(self) -> dict[str, float]:
-        """Proportions of each kind of agent (one kind unless agents=mixed)."""
-        return parse_split(self.split) if self.agents == "mixed" else {self.agents: 1.0}
-
 
 class PopulationFields(KindFields):
     """Who the agents are and how many."""
