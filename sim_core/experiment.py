@@ -745,6 +745,16 @@ def _strict_json(value: Any) -> Any:
     return value
 
 
+def save_figure(fig: Any, path: Path) -> Path:
+    """Lay ``fig`` out, write it to ``path`` and free it (pyplot keeps every open figure)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 _ROW_COLUMNS = ("time", "metric", "value", "replicate")
 MAX_PLOT_LINES = 8  # more label values than this on one metric (per-agent rows) are averaged
 
@@ -789,9 +799,5 @@ def plot_metrics(
         ax.set_xlabel("time")
         ax.set_ylabel(metric)
         ax.legend(loc="best", fontsize=8)
-        fig.tight_layout()
-        path = plots_dir / f"{metric.replace('/', '_')}.png"
-        fig.savefig(path)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(fig, plots_dir / f"{metric.replace('/', '_')}.png"))
     return written

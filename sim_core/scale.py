@@ -29,7 +29,7 @@ import pandas as pd
 import pydantic
 
 from sim_core.errors import ConfigError
-from sim_core.experiment import MAX_SEED, one_line, validate_config
+from sim_core.experiment import MAX_SEED, one_line, save_figure, validate_config
 
 RESULT_PREFIX = "SIM_CORE_SCALE_RESULT "
 COLUMNS = (
@@ -262,9 +262,7 @@ def _plot(table: pd.DataFrame, basis: str, time_exp: float, mem_exp: float, path
         ax.set_xlabel("population N")
         ax.set_ylabel(label)
         ax.set_title(f"slope {exp:.2f}" if math.isfinite(exp) else "slope n/a")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -167,8 +167,12 @@ def _over_replicates(f: Callable[..., Any], in_axes: tuple = (0,)) -> Callable[.
 
 
 def initial(init: Callable[[jax.Array], Pytree]) -> Callable[[jax.Array], Pytree]:
-    """Compiled ``keys -> worlds`` (one per replicate)."""
-    return jax.jit(_over_replicates(init))
+    """Compiled ``keys -> worlds`` (one per replicate), every leaf strongly typed: a weakly
+    typed leaf (``jnp.full(n, -1)``) is strong once a step has written it, and each compiled
+    call taking worlds would compile twice, for the first world and the next."""
+    batched = _over_replicates(init)
+    strong = lambda x: jax.lax.convert_element_type(x, x.dtype)  # noqa: E731
+    return jax.jit(lambda keys: jax.tree_util.tree_map(strong, batched(keys)))
 
 
 def leaves(world: Pytree) -> list[np.ndarray]:

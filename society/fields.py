@@ -73,6 +73,18 @@ def _check_every(spec: str) -> str:
 Split = Annotated[str, AfterValidator(_check_split)]
 Every = Annotated[str, AfterValidator(_check_every)]
 Graph = Annotated[str, AfterValidator(_check_graph)]
+Share = Annotated[float, Field(ge=0.0, le=1.0)]  # a probability or a fraction of a whole
+
+
+def mixture(accepted: tuple[str, ...], param: str) -> Any:
+    """A field type: a relative mix of ``accepted`` names, ``"name:weight,..."``, refused in
+    one line naming ``param`` otherwise (:func:`society.mix.parse_weights`)."""
+
+    def check(spec: str) -> str:
+        parse_weights(spec, accepted, param)
+        return spec
+
+    return Annotated[str, AfterValidator(check)]
 
 
 Kind = Literal["rules", "learned", "llm", "mixed"]

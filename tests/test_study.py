@@ -449,3 +449,24 @@ def test_a_long_sweep_in_one_process_keeps_a_bounded_number_of_compiled_function
         assert len(society.study._COMPILED) <= 8
     assert all(json.loads(key[1])["population"] != 10 for key in society.study._COMPILED)
     pd.testing.assert_frame_equal(_frame(first), _frame(run(10)))
+
+
+class Weak(Study):
+    """A world whose initial leaf is weakly typed (``jnp.full(n, -1)``); a step makes it strong."""
+
+    reporters = {"x": lambda w, out: w.sum()}
+
+    def init(key, p):
+        return jnp.full(3, -1)
+
+    def step(key, w, act, p):
+        return w + jnp.ones(3, jnp.int32), None
+
+
+def test_chunks_compile_once_whatever_the_types_of_the_first_world(tmp_path: Path) -> None:
+    """The initial world is strongly typed, so a run in chunks of one step calls one compiled
+    chunk for the first world and every later one (a weakly typed first world compiled it twice)."""
+    run = scenarios.run(Weak, seed=1, replicates=2, out=tmp_path / "c", checkpoint_every=1, steps=3)
+    assert run.summary["metrics"]["x"]["values"] == [6, 6]
+    chunk = Weak()._compiled(Weak.Params(steps=3), "chunk", 1)
+    assert chunk._cache_size() == 1

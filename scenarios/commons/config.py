@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import Kind, SharedConfig, Split, default
+from society.fields import Kind, Share, SharedConfig, Split, default
 from society.mix import parse_weights
 
 RULE_STRATEGIES = ("sustainable", "greedy", "fixed", "proportional")
@@ -79,8 +79,8 @@ class CommonsConfig(SharedConfig):
     fixed_harvest: float = Field(
         10.0, ge=0, description="rule strategy 'fixed': tons asked for every month"
     )
-    harvest_fraction: float = Field(
-        0.1, ge=0, le=1, description="rule strategy 'proportional': share of the current stock"
+    harvest_fraction: Share = Field(
+        0.1, description="rule strategy 'proportional': share of the current stock"
     )
     learning_rate: float = default(
         0.05,

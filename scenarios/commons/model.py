@@ -46,6 +46,7 @@ import pandas as pd
 from scenarios.commons import prompts
 from scenarios.commons.config import RULE_STRATEGIES, CommonsConfig
 from scenarios.commons.dynamics import fish, sustainable_catch
+from sim_core.experiment import save_figure
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS
 from society.population import uses_llm
@@ -266,8 +267,4 @@ class Commons(Study):
         fig.suptitle(
             f"commons: {config.population} fishers, {config.regrowth} regrowth, agents={config.agents}"
         )
-        fig.tight_layout()
-        path = plots_dir / "commons.png"
-        fig.savefig(path)
-        plt.close(fig)
-        return [path]
+        return [save_figure(fig, plots_dir / "commons.png")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from society.fields import Kind, SharedConfig, Split, default
+from society.fields import Kind, Share, SharedConfig, Split, default
 
 
 class DivisionOfLabourConfig(SharedConfig):
@@ -25,8 +25,8 @@ class DivisionOfLabourConfig(SharedConfig):
         description="efficiency of work: a task's stimulus falls by alpha times the share of "
         "agents doing it (then is clipped at 0)",
     )
-    quit_prob: float = Field(
-        0.2, ge=0.0, le=1.0, description="probability that an active agent stops its task each step"
+    quit_prob: Share = Field(
+        0.2, description="probability that an active agent stops its task each step"
     )
     reinforcement: bool = Field(
         True,

@@ -32,6 +32,7 @@ from scenarios.division_of_labour.dynamics import (
     transition,
 )
 from scenarios.division_of_labour.prompts import SYSTEM, Work, template
+from sim_core.experiment import save_figure
 from society.metrics import task_entropy
 from society.study import Discrete, Study
 
@@ -194,8 +195,4 @@ class DivisionOfLabour(Study):
         fig.suptitle(
             f"division of labour: {config.population} agents, {config.tasks} tasks, reinforcement={config.reinforcement}"
         )
-        fig.tight_layout()
-        path = plots_dir / "division_of_labour.png"
-        fig.savefig(path)
-        plt.close(fig)
-        return [path]
+        return [save_figure(fig, plots_dir / "division_of_labour.png")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from society.fields import Kind, SharedConfig, Split, default
+from society.fields import Kind, Share, SharedConfig, Split, default
 
 
 class DonorGameConfig(SharedConfig):
@@ -45,8 +45,8 @@ class DonorGameConfig(SharedConfig):
     punishment_loss: float = Field(
         2.0, gt=0, description="units removed from the recipient per unit the punisher pays"
     )
-    give_fraction: float = Field(
-        0.5, ge=0.0, le=1.0, description="rule agents: share of their current resources they give"
+    give_fraction: Share = Field(
+        0.5, description="rule agents: share of their current resources they give"
     )
     learning_rate: float = default(
         0.05,

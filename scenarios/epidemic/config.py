@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from society.fields import Graph, GraphFields, Kind, SharedConfig, Split, default
-from society.mix import parse_weights
+from society.fields import Graph, GraphFields, Kind, Share, SharedConfig, Split, default, mixture
 
 BEHAVIOURS = ("none", "isolate-when-sick", "threshold")
+Behaviours = mixture(BEHAVIOURS, "behaviour")
 
 
 class EpidemicConfig(GraphFields, SharedConfig):
@@ -56,10 +56,8 @@ class EpidemicConfig(GraphFields, SharedConfig):
         description="agents infectious on day 0, chosen at random: a count (an integer >= 1) or, "
         "below 1, a fraction of N (rounded, at least one agent)",
     )
-    symptomatic: float = Field(
+    symptomatic: Share = Field(
         0.7,
-        ge=0.0,
-        le=1.0,
         description="probability that an infection shows symptoms; only symptomatic agents know "
         "they are ill (and, once recovered, that they are immune), and only they count in "
         "the prevalence agents are told",
@@ -93,31 +91,26 @@ class EpidemicConfig(GraphFields, SharedConfig):
         "results are the baseline that the AgentTorch-style LLM populations are compared with",
     )
     split: Split = default("rules:8,learned:1,llm:1")
-    behaviour: str = Field(
+    behaviour: Behaviours = Field(
         "none",
         description="rule agents' behaviour, or a mix such as 'none:1,isolate-when-sick:1': none "
         "(always full contact), isolate-when-sick (contact 0 while symptomatic), threshold "
         "(isolate while symptomatic, and contact 'reduced_contact' while the prevalence seen "
         "exceeds 'threshold')",
     )
-    threshold: float = Field(
-        0.02,
-        ge=0.0,
-        le=1.0,
-        description="threshold rule: prevalence above which contacts are reduced",
+    threshold: Share = Field(
+        0.02, description="threshold rule: prevalence above which contacts are reduced"
     )
     prevalence_signal: Literal["local", "global"] = Field(
         "local",
         description="threshold rule: react to the share of one's contacts with symptoms (local) or "
         "to the town-wide share (global); the same under graph=complete",
     )
-    reduced_contact: float = Field(
-        0.5, ge=0.0, le=1.0, description="threshold rule: contact level while prevalence is high"
+    reduced_contact: Share = Field(
+        0.5, description="threshold rule: contact level while prevalence is high"
     )
-    min_contact: float = Field(
+    min_contact: Share = Field(
         0.0,
-        ge=0.0,
-        le=1.0,
         description="lowest contact level any agent can reach (essential contacts); every "
         "choice is clipped to [min_contact, 1]",
     )
@@ -145,12 +138,6 @@ class EpidemicConfig(GraphFields, SharedConfig):
         96, "LLM agents: reply limit in tokens (a one-sentence reason and a number)"
     )
     llm_memory: int = default(4)
-
-    @field_validator("behaviour")
-    @classmethod
-    def _behaviour(cls, v: str) -> str:
-        parse_weights(v, BEHAVIOURS, "behaviour")
-        return v
 
     @model_validator(mode="after")
     def _check(self) -> EpidemicConfig:

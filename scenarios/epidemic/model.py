@@ -35,6 +35,7 @@ import pandas as pd
 from scenarios.epidemic import prompts
 from scenarios.epidemic.config import BEHAVIOURS, EpidemicConfig
 from scenarios.epidemic.dynamics import E, I, R, S, day, make_params
+from sim_core.experiment import save_figure
 from sim_core.graph import neighbour_mean
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS
@@ -284,8 +285,4 @@ class Epidemic(Study):
             xlabel="day", ylabel="mean contact level", title="behaviour by kind", ylim=(-0.05, 1.05)
         )
         axes[2].legend(fontsize=8)
-        fig.tight_layout()
-        path = plots_dir / "epidemic.png"
-        fig.savefig(path)
-        plt.close(fig)
-        return [path]
+        return [save_figure(fig, plots_dir / "epidemic.png")]

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from society.fields import Split, StudyParams, default
-from society.mix import parse_weights
+from society.fields import Share, Split, StudyParams, default, mixture
 
 NORMS = ("image-scoring", "standing", "stern-judging")
 # Rule strategies: allc/alld always give/refuse; disc gives iff it sees the recipient as good;
 # pdisc (paradoxical discriminator) gives iff it sees the recipient as bad; random gives with
 # probability 1/2.
 STRATEGIES = ("allc", "alld", "disc", "pdisc", "random")
+Strategies = mixture(STRATEGIES, "strategies")
 # Private assessment keeps a population x population matrix of views per replicate.
 MAX_PRIVATE_POPULATION = 8192
 
@@ -26,7 +26,7 @@ class IndirectReciprocityConfig(StudyParams):
         None, "agents=mixed only: proportions of each kind, e.g. 'rules:8,llm:2'"
     )
     population: int = default(100, "number of agents N (well mixed)")
-    strategies: str = Field(
+    strategies: Strategies = Field(
         "disc:49,alld:1",
         description="mix of rule strategies (relative weights): allc, alld, disc (gives iff it "
         "sees the recipient as good), pdisc (iff bad), random (gives with probability 1/2)",
@@ -42,23 +42,18 @@ class IndirectReciprocityConfig(StudyParams):
         description="public: one shared reputation per agent; private: every agent keeps its "
         "own view of every other agent (an N x N matrix, N <= 8192)",
     )
-    q: float = Field(
+    q: Share = Field(
         1.0,
-        ge=0.0,
-        le=1.0,
         description="observation probability: public, the chance an act updates the donor's "
         "reputation; private, the chance each agent observes an act",
     )
     b: float = Field(1.0, gt=0.0, description="benefit to the recipient of a gift")
     c: float = Field(0.1, ge=0.0, description="cost to the donor of a gift")
-    execution_error: float = Field(
-        0.0,
-        ge=0.0,
-        le=1.0,
-        description="probability that an intended gift fails (becomes a refusal)",
+    execution_error: Share = Field(
+        0.0, description="probability that an intended gift fails (becomes a refusal)"
     )
-    assessment_error: float = Field(
-        0.0, ge=0.0, le=1.0, description="probability that an observer records the wrong reputation"
+    assessment_error: Share = Field(
+        0.0, description="probability that an observer records the wrong reputation"
     )
     steps: int = Field(
         200,
@@ -84,12 +79,6 @@ class IndirectReciprocityConfig(StudyParams):
     mutation: float = default(0.05)
     llm_max_tokens: int = default(32, "LLM agents: reply limit in tokens (a one-word JSON)")
     llm_memory: int = default(5)
-
-    @field_validator("strategies")
-    @classmethod
-    def _strategies(cls, v: str) -> str:
-        parse_weights(v, STRATEGIES, "strategies")
-        return v
 
     @model_validator(mode="after")
     def _check(self) -> IndirectReciprocityConfig:

@@ -40,6 +40,7 @@ from scenarios.indirect_reciprocity.dynamics import (
     settle,
     uniform,
 )
+from sim_core.experiment import save_figure
 from society.cohorts.rules import mix_counts
 from society.study import Discrete, Study
 
@@ -236,9 +237,5 @@ class IndirectReciprocity(Study):
                 ax.set_ylabel("share")
                 ax.set_ylim(-0.02, 1.02)
             ax.legend(loc="best", fontsize=8)
-            fig.tight_layout()
-            path = plots_dir / f"{fname}.png"
-            fig.savefig(path)
-            plt.close(fig)
-            written.append(path)
+            written.append(save_figure(fig, plots_dir / f"{fname}.png"))
         return written

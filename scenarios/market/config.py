@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from society.fields import Kind, SharedConfig, Split, default
-from society.mix import parse_weights
+from society.fields import Kind, SharedConfig, Split, default, mixture
 
 RULES = ("cost-plus", "undercut", "adaptive")
+Strategies = mixture(RULES, "strategies")
 
 
 class MarketConfig(SharedConfig):
@@ -20,7 +20,7 @@ class MarketConfig(SharedConfig):
         "rules (see 'strategies'), or mixed (see 'split'); consumers are always vectorised rules",
     )
     split: Split = default("rules:1,learned:1,llm:1")
-    strategies: str = Field(
+    strategies: Strategies = Field(
         "cost-plus:1,undercut:1,adaptive:1",
         description="rule firms' strategy mix: cost-plus (cost x (1 + markup)), undercut "
         "(cheapest rival's price minus undercut_step x cost, not below cost), adaptive (price "
@@ -127,12 +127,6 @@ class MarketConfig(SharedConfig):
     llm_memory: int = default(
         5, "LLM firms: how many of their own past periods (price, sales, profit) they see"
     )
-
-    @field_validator("strategies")
-    @classmethod
-    def _strategies(cls, v: str) -> str:
-        parse_weights(v, RULES, "strategies")
-        return v
 
     @model_validator(mode="after")
     def _check(self) -> MarketConfig:

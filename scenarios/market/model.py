@@ -49,7 +49,7 @@ from scenarios.market.dynamics import (
     price_volatility,
     total,
 )
-from sim_core.experiment import plot_metrics
+from sim_core.experiment import plot_metrics, save_figure
 from society.fields import KINDS
 from society.mix import parse_weights
 from society.study import Continuous, Study
@@ -196,11 +196,7 @@ class Market(Study):
             ax.set_xlabel("period")
             ax.set_ylabel("mean posted price")
             ax.legend(loc="best", fontsize=8)
-            fig.tight_layout()
-            path = plots_dir / "prices.png"
-            fig.savefig(path)
-            plt.close(fig)
-            written.append(path)
+            written.append(save_figure(fig, plots_dir / "prices.png"))
         skip = ("price", "profit")
         metrics = [
             m

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import GraphFields, Kind, SharedConfig, Split, default
+from society.fields import GraphFields, Kind, Share, SharedConfig, Split, default
 from society.mix import parse_weights
 
 # Preset payoff matrices (R, S, T, P); any of them can be overridden.
@@ -39,10 +39,8 @@ class NetworkGameConfig(GraphFields, SharedConfig):
     update: Literal[
         "death-birth", "birth-death", "imitation", "fermi", "best-neighbour", "proportional"
     ] = Field("death-birth", description="strategy update rule")
-    selection: float = Field(
+    selection: Share = Field(
         0.1,
-        ge=0.0,
-        le=1.0,
         description="selection intensity w: fitness 1 - w + w*payoff "
         "(death-birth, birth-death, imitation); negative fitness counts as 0",
     )

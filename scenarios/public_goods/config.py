@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from society.fields import Graph, GraphFields, Kind, SharedConfig, Split, default
-from society.mix import parse_weights
+from society.fields import Graph, GraphFields, Kind, Share, SharedConfig, Split, default, mixture
 
 # Rule agents' types; the shares of the default mix follow the types Fischbacher, Gächter &
 # Fehr (2001) found in the lab: about half conditional cooperators, a third free riders.
 STRATEGIES = ("conditional", "free-rider", "cooperator", "punisher", "rewarder")
+Strategies = mixture(STRATEGIES, "strategies")
 
 
 class PublicGoodsConfig(GraphFields, SharedConfig):
@@ -86,7 +86,7 @@ class PublicGoodsConfig(GraphFields, SharedConfig):
         "round; an agent never spends more on points than its earnings of the round (points are "
         "scaled down to fit)",
     )
-    strategies: str = Field(
+    strategies: Strategies = Field(
         "conditional:5,free-rider:3,cooperator:1,punisher:1",
         description="rule agents' types and shares: conditional (contributes conditional_slope x "
         "the mean of its group's other members last round; conditional_start in round 1), "
@@ -95,10 +95,8 @@ class PublicGoodsConfig(GraphFields, SharedConfig):
         "(everything; rewards members at or above the group mean, max_points x their share "
         "contributed)",
     )
-    conditional_start: float = Field(
+    conditional_start: Share = Field(
         0.5,
-        ge=0.0,
-        le=1.0,
         description="conditional cooperators' first-round contribution, a share of the endowment "
         "(about half in the lab)",
     )
@@ -118,12 +116,6 @@ class PublicGoodsConfig(GraphFields, SharedConfig):
         200, "LLM agents: reply limit in tokens (a short JSON, one-line reason)"
     )
     llm_memory: int = default(5)
-
-    @field_validator("strategies")
-    @classmethod
-    def _strategies(cls, v: str) -> str:
-        parse_weights(v, STRATEGIES, "strategies")
-        return v
 
     @model_validator(mode="after")
     def _check(self) -> PublicGoodsConfig:

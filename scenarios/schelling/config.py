@@ -2,7 +2,7 @@
 
 from pydantic import Field
 
-from society.fields import ModelAgentsParams
+from society.fields import ModelAgentsParams, Share
 
 
 class SchellingParams(ModelAgentsParams):
@@ -10,12 +10,10 @@ class SchellingParams(ModelAgentsParams):
 
     width: int = Field(20, ge=1, le=10**4, description="grid width")
     height: int = Field(20, ge=1, le=10**4, description="grid height")
-    density: float = Field(0.8, ge=0, le=1, description="chance that a cell starts with an agent")
-    minority_pc: float = Field(
-        0.5, ge=0, le=1, description="chance that an agent is of the minority type"
-    )
-    homophily: float = Field(
-        0.4, ge=0, le=1, description="share of similar neighbours an agent needs to be happy"
+    density: Share = Field(0.8, description="chance that a cell starts with an agent")
+    minority_pc: Share = Field(0.5, description="chance that an agent is of the minority type")
+    homophily: Share = Field(
+        0.4, description="share of similar neighbours an agent needs to be happy"
     )
     radius: int = Field(1, ge=1, le=10, description="neighbourhood radius (Moore)")
     torus: bool = Field(False, description="the grid wraps around")

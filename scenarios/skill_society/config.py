@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from society.fields import Graph, Kind, SharedConfig, Split, default
+from society.fields import Graph, Kind, Share, SharedConfig, Split, default
 
 
 class SkillSocietyConfig(SharedConfig):
@@ -33,11 +33,8 @@ class SkillSocietyConfig(SharedConfig):
         True, description="new agents receive their parent's artifacts (else they die with it)"
     )
     eval_every: int = Field(10, ge=1, description="moments between evaluation checkpoints")
-    difficulty: float = Field(
-        0.5,
-        ge=0.0,
-        le=1.0,
-        description="task difficulty: fewer examples and longer inputs as it rises",
+    difficulty: Share = Field(
+        0.5, description="task difficulty: fewer examples and longer inputs as it rises"
     )
     sharing: Literal["none", "neighbours", "broadcast", "strong-to-weak"] = Field(
         "neighbours",
@@ -46,7 +43,7 @@ class SkillSocietyConfig(SharedConfig):
     )
     graph: Graph = Field("small-world", description="topology (or an edge-list file)")
     degree: int = Field(4, ge=1, description="graph degree (mean degree for random graphs)")
-    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
+    rewire: Share = Field(0.1, description="small-world rewiring probability")
     allocation: Literal["random", "self-select", "bidding", "router"] = Field(
         "self-select",
         description="which domain an agent attempts: a random one, its own choice, its choice "
@@ -59,22 +56,14 @@ class SkillSocietyConfig(SharedConfig):
         "member's contribution decays with its distance from the final answerer in this structure",
     )
     team_size: int = Field(3, ge=2, description="members per team (population must be a multiple)")
-    team_decay: float = Field(
-        0.5,
-        ge=0.0,
-        le=1.0,
-        description="team: weight of a member's work per link from the answerer",
+    team_decay: Share = Field(
+        0.5, description="team: weight of a member's work per link from the answerer"
     )
     learning_rate: float = default(0.1, "learned agents: Adam learning rate")
-    explore: float = Field(
-        0.1,
-        ge=0.0,
-        le=1.0,
-        description="rules and llm agents: probability of trying a random domain",
+    explore: Share = Field(
+        0.1, description="rules and llm agents: probability of trying a random domain"
     )
-    initial_skill: float = Field(
-        0.2, ge=0.0, le=1.0, description="skill of a new agent in every domain"
-    )
+    initial_skill: Share = Field(0.2, description="skill of a new agent in every domain")
     experts: int = Field(
         0,
         ge=0,
@@ -83,68 +72,44 @@ class SkillSocietyConfig(SharedConfig):
     slope: float = Field(
         8.0, gt=0.0, description="success probability sigmoid(slope * (skill - difficulty))"
     )
-    practice_rate: float = Field(
-        0.02, ge=0.0, le=1.0, description="skill gained per attempt: rate * (1 - skill)"
-    )
-    transfer_rate: float = Field(
+    practice_rate: Share = Field(0.02, description="skill gained per attempt: rate * (1 - skill)")
+    transfer_rate: Share = Field(
         0.3,
-        ge=0.0,
-        le=1.0,
         description="skill learned from a used artifact: rate * measured quality * (quality - skill)",
     )
-    artifact_strength: float = Field(
-        0.5,
-        ge=0.0,
-        le=1.0,
-        description="help while using an artifact of quality q: skill + s q (1 - skill)",
+    artifact_strength: Share = Field(
+        0.5, description="help while using an artifact of quality q: skill + s q (1 - skill)"
     )
-    forgetting: float = Field(
+    forgetting: Share = Field(
         0.005,
-        ge=0.0,
-        le=1.0,
         description="per moment, unpractised skill decays by this share towards initial_skill",
     )
-    memorisation: float = Field(
-        0.05,
-        ge=0.0,
-        le=1.0,
-        description="per attempt, memory of train instances (helps train only)",
+    memorisation: Share = Field(
+        0.05, description="per attempt, memory of train instances (helps train only)"
     )
-    distil_on_failure: float = Field(
-        1.0, ge=0.0, le=1.0, description="probability of writing an artifact after a failed attempt"
+    distil_on_failure: Share = Field(
+        1.0, description="probability of writing an artifact after a failed attempt"
     )
-    distil_on_success: float = Field(
-        0.1, ge=0.0, le=1.0, description="probability of writing an artifact after a success"
+    distil_on_success: Share = Field(
+        0.1, description="probability of writing an artifact after a success"
     )
-    insight: float = Field(
-        0.2,
-        ge=0.0,
-        le=1.0,
-        description="a failure's lesson: artifact quality skill + insight * (1 - skill)",
+    insight: Share = Field(
+        0.2, description="a failure's lesson: artifact quality skill + insight * (1 - skill)"
     )
-    ood_transfer: float = Field(
-        0.6,
-        ge=0.0,
-        le=1.0,
-        description="share of skill that carries to shifted rules and the unseen domain",
+    ood_transfer: Share = Field(
+        0.6, description="share of skill that carries to shifted rules and the unseen domain"
     )
     retire_min_uses: int = Field(20, ge=1, description="uses before an artifact can be retired")
-    retire_below: float = Field(
-        0.2,
-        ge=0.0,
-        le=1.0,
-        description="retire artifacts whose usefulness posterior mean is at most this",
+    retire_below: Share = Field(
+        0.2, description="retire artifacts whose usefulness posterior mean is at most this"
     )
     publish_top: int = Field(
         4,
         ge=0,
         description="numeric agents' best playbooks per domain published to the store at each checkpoint",
     )
-    reach_quality: float = Field(
-        0.5,
-        ge=0.0,
-        le=1.0,
-        description="reach: share of agents holding a playbook at least this good",
+    reach_quality: Share = Field(
+        0.5, description="reach: share of agents holding a playbook at least this good"
     )
     artifact_kind: Literal["note", "code"] = Field(
         "note",

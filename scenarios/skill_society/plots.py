@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from scenarios.skill_society.tasks import DOMAINS, SPLITS
+from sim_core.experiment import save_figure
 
 MAX_LINEAGE = 300  # artifacts drawn in the lineage plot (the newest)
 
@@ -39,8 +40,7 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
             ax.set_ylabel("score (share of tasks solved)")
             ax.set_ylim(0, 1)
             ax.legend(fontsize=8)
-        fig.tight_layout()
-        written.append(_save(fig, plots_dir / "learning_curves.png"))
+        written.append(save_figure(fig, plots_dir / "learning_curves.png"))
     dol = frame[frame["metric"].isin(["dol_index", "niches"])]
     if not dol.empty:
         fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
@@ -53,8 +53,7 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
         ax2.step(k.index, k.values, where="post", color="C1", label="niches")
         ax2.set_ylabel("niches")
         fig.legend(fontsize=8, loc="upper left")
-        fig.tight_layout()
-        written.append(_save(fig, plots_dir / "division_of_labour.png"))
+        written.append(save_figure(fig, plots_dir / "division_of_labour.png"))
     niche = frame[(frame["metric"] == "niche") & (frame["replicate"] == 0)]
     edges_file = run_dir / "graph-r0.npy"
     if not niche.empty and edges_file.exists():
@@ -65,14 +64,6 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
         if path is not None:
             written.append(path)
     return written
-
-
-def _save(fig, path: Path) -> Path:
-    fig.savefig(path)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
 
 
 def _network(plt, niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Path:
@@ -94,7 +85,7 @@ def _network(plt, niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Pa
     ax.legend(fontsize=8, title="main niche")
     ax.set_title("agents by main niche (replicate 0)")
     ax.axis("off")
-    return _save(fig, plots_dir / "network_niches.png")
+    return save_figure(fig, plots_dir / "network_niches.png")
 
 
 def _lineage(plt, store_path: Path, plots_dir: Path) -> Path | None:
@@ -129,5 +120,4 @@ def _lineage(plt, store_path: Path, plots_dir: Path) -> Path | None:
     ax.set_xlabel("created at (moment)")
     ax.set_title("artifact lineage, replicate 0 (colour: uses; lines: parent -> child)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    return _save(fig, plots_dir / "artifact_lineage.png")
+    return save_figure(fig, plots_dir / "artifact_lineage.png")

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from society.fields import StudyParams
+from society.fields import Share, StudyParams
 
 
 class SocialNetworkParams(StudyParams):
@@ -20,16 +20,16 @@ class SocialNetworkParams(StudyParams):
     )
     topics: int = Field(8, ge=2, le=1000, description="topics a post can be on")
     candidates: int = Field(12, ge=1, le=1000, description="random new posts the recommender ranks per agent")
-    activity: float = Field(0.5, ge=0, le=1, description="chance that an agent visits its feed in a step")
-    like_rate: float = Field(0.3, ge=0, le=1, description="chance of liking the post read, if on topic and agreed")
+    activity: Share = Field(0.5, description="chance that an agent visits its feed in a step")
+    like_rate: Share = Field(0.3, description="chance of liking the post read, if on topic and agreed")
     herding: float = Field(0.37, ge=0, le=10, description="like chance x (1 + herding * log(1 + likes))")
-    reply_rate: float = Field(0.1, ge=0, le=1, description="chance of replying to the post read, if on topic")
-    follow_rate: float = Field(0.05, ge=0, le=1, description="chance of following the read post's author")
-    post_rate: float = Field(0.1, ge=0, le=1, description="chance of a new post on one's interest otherwise")
-    off_topic: float = Field(0.3, ge=0, le=1, description="appeal of a post off the reader's interest")
-    drift: float = Field(0.05, ge=0, le=1, description="chance that a like moves one's interest to its topic")
-    influence: float = Field(0.1, ge=0, le=1, description="stance moved towards a liked post, away from a disputed one")
+    reply_rate: Share = Field(0.1, description="chance of replying to the post read, if on topic")
+    follow_rate: Share = Field(0.05, description="chance of following the read post's author")
+    post_rate: Share = Field(0.1, description="chance of a new post on one's interest otherwise")
+    off_topic: Share = Field(0.3, description="appeal of a post off the reader's interest")
+    drift: Share = Field(0.05, description="chance that a like moves one's interest to its topic")
+    influence: Share = Field(0.1, description="stance moved towards a liked post, away from a disputed one")
     tolerance: float = Field(1.0, ge=0, le=2, description="stance gap beyond which a reply disputes")
-    treatment: float = Field(0.1, ge=0, le=1, description="share of new posts given one like at creation")
+    treatment: Share = Field(0.1, description="share of new posts given one like at creation")
     posts_per_agent: float = Field(2.0, ge=1, le=100, description="posts kept (ring buffer) per agent")
     # fmt: on

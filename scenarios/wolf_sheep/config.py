@@ -2,7 +2,7 @@
 
 from pydantic import Field, model_validator
 
-from society.fields import ModelParams
+from society.fields import ModelParams, Share
 
 
 class WolfSheepParams(ModelParams):
@@ -14,12 +14,8 @@ class WolfSheepParams(ModelParams):
     height: int = Field(20, ge=3, le=10**4, description="grid height")
     initial_sheep: int = Field(100, ge=0, le=10**7, description="sheep at the start")
     initial_wolves: int = Field(50, ge=0, le=10**7, description="wolves at the start")
-    sheep_reproduce: float = Field(
-        0.04, ge=0, le=1, description="chance that a sheep breeds each step"
-    )
-    wolf_reproduce: float = Field(
-        0.05, ge=0, le=1, description="chance that a wolf breeds each step"
-    )
+    sheep_reproduce: Share = Field(0.04, description="chance that a sheep breeds each step")
+    wolf_reproduce: Share = Field(0.05, description="chance that a wolf breeds each step")
     wolf_gain_from_food: float = Field(
         20, ge=0, description="energy a wolf gains from eating a sheep"
     )
