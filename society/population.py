@@ -22,10 +22,11 @@ import jax
 import numpy as np
 import pandas as pd
 
+from sim_core.rng import fold
 from society.cohorts.base import Cohort, Pytree
+from society.fields import KINDS
 
 LINEAGE_COLUMNS = ("child", "parent", "second_parent", "slot", "generation", "op", "time")
-KINDS = ("rules", "learned", "llm")  # the kinds of agent a config's `agents` / `split` name
 
 
 def kinds_of(cfg: Any, rng: np.random.Generator | int, n: int | None = None) -> np.ndarray:
@@ -149,7 +150,7 @@ class Population:
                 c.aact(
                     agents[mask],
                     self._rows(obs, mask),
-                    jax.random.fold_in(key, self.cohorts.index(c)),
+                    fold(key, self.cohorts.index(c)),
                 )
             )
         results = [np.asarray(r) for r in await asyncio.gather(*calls)]
@@ -176,7 +177,7 @@ class Population:
                 sub,
                 actions[mask],
                 rewards[mask],
-                jax.random.fold_in(key, self.cohorts.index(c)),
+                fold(key, self.cohorts.index(c)),
             )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -249,7 +250,7 @@ class Population:
         for i, c in enumerate(self.cohorts):
             m = which == i
             if m.any():
-                c.clone(parents[m], slots[m], key=jax.random.fold_in(key, i), mutation=mutation)
+                c.clone(parents[m], slots[m], key=fold(key, i), mutation=mutation)
         parent_serials = self.serial[parents]
         children = self._births(slots, which, self.generation[parents] + 1)
         self._record(children, parent_serials, -1, slots, self.generation[slots], "fork", time)
@@ -323,7 +324,7 @@ class Population:
         for i, c in enumerate(self.cohorts):
             m = which == i
             if m.any():
-                c.merge(first[m], second[m], slots[m], key=jax.random.fold_in(key, i))
+                c.merge(first[m], second[m], slots[m], key=fold(key, i))
         gen = np.maximum(self.generation[first], self.generation[second]) + 1
         ps, ss = self.serial[first], self.serial[second]
         children = self._births(slots, which, gen)

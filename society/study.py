@@ -126,7 +126,7 @@ from sim_core import lifecycle
 from sim_core import study as engine
 from sim_core.errors import ConfigError
 from sim_core.experiment import RunContext, Scenario
-from sim_core.rng import tag
+from sim_core.rng import fold, tag
 from sim_core.scheduler import Scheduler
 from sim_core.study import Continuous, Discrete, Reporter
 from society.fields import ModelAgentsParams, ModelParams, StudyParams, parse_every
@@ -140,6 +140,7 @@ __all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study"
 _COMPILED: OrderedDict[tuple, Any] = OrderedDict()
 _COMPILED_MAX = 256
 _CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
+_step_keys = jax.jit(engine.step_keys)  # on the host, one compiled call (sim_core.rng.fold)
 
 
 def _memo(key: tuple, make: Callable[[], Any]) -> Any:
@@ -583,7 +584,7 @@ class Study(Scenario):
         born = np.flatnonzero(parent >= 0)
         if born.size:
             pop.remove(born)
-            key = jax.random.fold_in(ctx.rng.key("births", r), t)
+            key = fold(ctx.rng.key("births", r), t)
             mutation = getattr(cfg, "mutation", 0.0)
             pop.fork(parent[born], born, key=key, mutation=mutation, time=float(t + 1))
             kinds[born] = kinds[parent[born]]
@@ -683,7 +684,7 @@ class Study(Scenario):
             """Step ``t``: every cohort acts once for all its agents, then the world steps."""
             # on the host: the cohorts' rows are numpy indexing, not eager jax gathers
             obs = jax.tree_util.tree_map(np.asarray, observe(state["world"]))
-            k_act, _ = engine.step_keys(key, t)
+            k_act, _ = _step_keys(key, t)
             actions = np.full(ids.size, acts.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
             due = np.ones(ids.size, bool)
@@ -729,7 +730,7 @@ class Study(Scenario):
                         seen,
                         raw[learners],
                         np.asarray(rewards)[learners],
-                        jax.random.fold_in(learn_key, t),
+                        fold(learn_key, t),
                     )
                 else:  # episodes: each decision learns from the episode's return at its end
                     seen = jax.tree_util.tree_map(np.asarray, seen)
@@ -737,7 +738,7 @@ class Study(Scenario):
                     state["return"] = state["return"] + np.asarray(rewards)
                     if bool(self._compiled(cfg, "done")(state["world"])):
                         for k, (a, o, x) in enumerate(state["decisions"]):
-                            key_k = jax.random.fold_in(jax.random.fold_in(learn_key, t), k)
+                            key_k = fold(fold(learn_key, t), k)
                             pop.learn(a, o, x, state["return"][a], key_k)
                         state["decisions"], state["return"] = [], np.zeros(ids.size)
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
