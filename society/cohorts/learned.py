@@ -51,6 +51,7 @@ import numpy as np
 import optax
 
 from sim_core.graph import Neighbours, random_neighbour
+from sim_core.rng import fold
 from society.cohorts.base import Cohort, Pytree
 from society.cohorts.rules import (
     _as_ids,
@@ -502,8 +503,9 @@ class LearnedCohort(Cohort):
         """A policy-gradient step (``reinforce``) and fitness accumulation for ``agents``."""
         agents = _as_ids(agents)
         if agents.size:
-            rewards = jnp.asarray(rewards, jnp.float32).reshape(-1)
-            actions = jnp.asarray(actions)
+            # on the host: padding to a bucket is numpy there, not eager jax dispatches
+            rewards = np.asarray(rewards, np.float32).reshape(-1)
+            actions = np.asarray(actions)
             if rewards.shape[0] != agents.size or actions.shape[:1] != (agents.size,):
                 raise ValueError(
                     f"actions and rewards must have one row per agent ({agents.size}), "
@@ -527,7 +529,7 @@ class LearnedCohort(Cohort):
             )
         self.learn_calls += 1
         if self.evolve_every is not None and self.learn_calls % self.evolve_every == 0:
-            self.evolve(jax.random.fold_in(key, 0x65766F))
+            self.evolve(fold(key, 0x65766F))
 
     def fitness(self) -> np.ndarray:
         """Mean reward per learn call since the last :meth:`evolve` (0 for agents never due)."""
