@@ -17,7 +17,8 @@ import numpy as np
 # milliseconds per run, which add up over many small runs of a sweep).
 _fold_many = jax.jit(jax.vmap(jax.random.fold_in, in_axes=(None, 0)))
 # ``jax.random.fold_in`` for a key on the host, one compiled call: eager, it is a dozen
-# dispatches (0.3 ms), and a run of learned agents folds a few keys every step.
+# dispatches (0.3 ms), and a run of learned agents folds a few keys every step. ``data`` is
+# an int below 2**31 (a compiled call takes it as int32).
 fold = jax.jit(jax.random.fold_in)
 
 

@@ -140,7 +140,7 @@ __all__ = ["Continuous", "Discrete", "ModelAgentsParams", "ModelParams", "Study"
 _COMPILED: OrderedDict[tuple, Any] = OrderedDict()
 _COMPILED_MAX = 256
 _CAPACITY: dict[tuple, int] = {}  # (study, params) -> the capacity its last run needed
-_step_keys = jax.jit(engine.step_keys)  # on the host, one compiled call (sim_core.rng.fold)
+_step_keys = jax.jit(engine.step_keys)  # on the host, one compiled call, as sim_core.rng.fold
 
 
 def _memo(key: tuple, make: Callable[[], Any]) -> Any:
