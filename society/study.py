@@ -31,8 +31,9 @@ axis is no row); a ``record_every``
 parameter keeps the rows of every k-th step (and the last); ``due(world, p)`` is the mask
 of agents whose choice counts this step (LLM agents are asked and agents learn only then);
 ``prompt`` may be a function of the parameters returning the template, ``system`` is the LLM
-agents' system prompt, ``reply`` a pydantic model of their answer whose one field is the
-action (a bool or an index; default: a choice among the ``actions``' names), and
+agents' system prompt, ``reply`` a pydantic model of their answer whose first field is the
+action (a bool, an index, or a Literal of the ``actions``' names, the default model's one
+field; other fields are text, e.g. a post, which ``publish`` sees), and
 ``features`` the observation fields learned agents see (default: all).
 
 Real-valued actions: ``actions = Continuous(low, high, rule=...)`` (bounds numbers or
@@ -95,10 +96,12 @@ Artifacts (``society.artifacts``): a study that defines ``retrieve`` or ``publis
 ``ArtifactStore`` per replicate (``artifacts-r{r}.sqlite`` in the run directory, in memory
 without one; a fresh run starts with none, a checkpoint keeps its database image, so a
 resumed run rolls the store back) and a row ``artifacts``, the store's size, at each
-recorded step. ``retrieve(fields, p)`` (None: nothing) is what an LLM agent looks up before
+recorded step (with ``publish``, also ``lexical_diversity``: the MATTR of the texts published
+in the step, ``society.metrics.lexical_diversity``; no row without one). ``retrieve(fields, p)`` (None: nothing) is what an LLM agent looks up before
 it is prompted: a query, or a dict ``{"query", "k" (3), "niche", "neighbours", "lineage",
-"performance"}`` (artifacts of that niche or none; the agents whose ``neighbours``-policy
-artifacts it sees; ``ArtifactStore.retrieve``'s lineage and performance). The ``k``
+"performance", "kinds", "newest"}`` (artifacts of that niche or none; the agents whose
+``neighbours``-policy artifacts it sees; ``ArtifactStore.retrieve``'s lineage, performance,
+kinds and ``newest``: an empty query with it reads like a feed, the newest first). The ``k``
 best it may see are appended to its prompt as quoted data with their provenance, and their
 use is recorded when its choice acts, a success where its ``reward`` is positive.
 ``publish(fields, reply, p)`` (None: nothing) is what it publishes after a valid reply (a
@@ -115,7 +118,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import jax
 import jax.numpy as jnp
@@ -335,7 +338,8 @@ class Study(Scenario):
             for a, i in zip(axes, at_[2:], strict=True):  # labels of the reporter's axes
                 names = study.axis_labels.get(a)
                 part[a] = np.asarray(names, object)[i] if names is not None else i.astype(object)
-            keep = ~np.isnan(v) if axes or name in study.sparse else slice(None)  # NaN: no row
+            sparse = axes or name in study.sparse or name == "lexical_diversity"
+            keep = ~np.isnan(v) if sparse else slice(None)  # NaN: no row
             parts.append({k: x[keep] for k, x in part.items()})
         rows = {  # one recorder call; a label a reporter has not is None (null)
             k: np.concatenate([p.get(k, np.full(p["value"].size, None, object)) for p in parts])
@@ -625,7 +629,11 @@ class Study(Scenario):
             )
             return (Choice, lambda m: acts.choices.index(m.choice),
                     lambda a: Choice(choice=acts.choices[a]))  # fmt: skip
-        field = next(iter(reply.model_fields))
+        field, *rest = reply.model_fields
+        if get_args(reply.model_fields[field].annotation) == acts.choices:  # the names
+            text = {n: "" for n in rest}  # other fields are text (e.g. a post's)
+            return (reply, lambda m: acts.choices.index(getattr(m, field)),
+                    lambda a: reply.model_construct(**text, **{field: acts.choices[a]}))  # fmt: skip
         return reply, lambda m: int(getattr(m, field)), lambda a: reply(**{field: a})
 
     def _number_reply(self, acts: Continuous, reply: Any, cfg: Any) -> tuple[Any, Any, Any]:
@@ -744,7 +752,7 @@ class Study(Scenario):
                 state["earned"] = state["earned"] + np.asarray(rewards)[slow]
             if shelf is not None:
                 shelf.used(None if rewards is None else np.asarray(rewards))
-                values = {**values, "artifacts": len(shelf.store)}
+                values = {**values, **shelf.rows()}
             if isinstance(state["world"], dict) and "child_of" in state["world"]:
                 await self._births(cfg, ctx, r, t, state["world"], pop, kinds)
             stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
@@ -850,6 +858,7 @@ class _Shelf:
         self.study, self.cfg, self.llm, self.store = type(study), cfg, llm, ArtifactStore(path)
         self.asked: dict[int, tuple[dict, list]] = {}  # agent -> (its fields, what it was shown)
         self.using: dict[int, list[str]] = {}  # agent -> ids its choice acting now used
+        self.written: list[str] = []  # texts published since the last row
         if llm is not None:  # what an agent was shown follows its prompt, quoted as data
             prompt = llm.messages
             llm.messages = lambda agent, pos, fields: _shown(
@@ -869,6 +878,7 @@ class _Shelf:
             found = self.store.retrieve(
                 a, ask["query"], int(ask.get("k", 3)), topology=_Linked(ask.get("neighbours", ())),
                 lineage=ask.get("lineage"), performance=ask.get("performance"),
+                kinds=ask.get("kinds"), newest=bool(ask.get("newest", False)),
             )  # fmt: skip
             niche = ask.get("niche")
             found = [x for x in found if niche is None or x.niche in (None, niche)]
@@ -887,6 +897,7 @@ class _Shelf:
                     parents=[x.id for x in shown], niche=art.get("niche"),
                     policy=art.get("policy", "broadcast"),
                 )  # fmt: skip
+                self.written.append(art["content"])
             if shown:
                 self.using[a] = [x.id for x in shown]
         self.asked = {}
@@ -897,9 +908,20 @@ class _Shelf:
             self.store.record_use(ids, np.full(len(ids), rewards[a] > 0))
         self.using = {}
 
+    def rows(self) -> dict[str, float]:
+        """This step's rows: the store's size and, for a study that publishes, the lexical
+        diversity of the texts published since the last step (NaN, no row: none)."""
+        from society.metrics.text import lexical_diversity
+
+        out = {"artifacts": float(len(self.store))}
+        if self.study.publish is not None:
+            out["lexical_diversity"], self.written = lexical_diversity(self.written), []
+        return out
+
     def state_dict(self) -> dict[str, Any]:
         answered = self.llm.answered if self.llm is not None else {}
         return {
+            "written": list(self.written),
             "store": np.frombuffer(self.store.to_bytes(), np.uint8),
             "asked": [[a, f, [x.id for x in shown]] for a, (f, shown) in self.asked.items()],
             "answered": [[a, reply] for a, reply in answered.items()],  # a reply in flight
@@ -910,6 +932,7 @@ class _Shelf:
         self.store.load_bytes(np.asarray(state["store"], np.uint8).tobytes())
         self.asked = {int(a): (f, self.store.get_many(ids)) for a, f, ids in state["asked"]}
         self.using = {int(a): list(ids) for a, ids in state["using"]}
+        self.written = list(state.get("written", []))
         if self.llm is not None:
             self.llm.answered = {int(a): reply for a, reply in state["answered"]}
 

@@ -269,6 +269,8 @@ def test_retrieval_returns_exactly_k_with_ties_at_the_cut(store):
     )
     got = [x.id for x in store.retrieve(0, "words", 4, topology=PATH5)]
     assert got == ids[:4]  # all tied: the four oldest, in order
+    newest = [x.id for x in store.retrieve(0, "", 4, topology=PATH5, newest=True)]
+    assert newest == ids[::-1][:4]  # or, read as a feed, the four newest, newest first
 
 
 def _bm25s_scores(corpus: list[str], query: str) -> np.ndarray:

@@ -109,6 +109,21 @@ def test_the_same_reply_to_distinct_prompts_far_beyond_chance_is_repeated():
     assert client.usage.total["degenerate"] == 0
 
 
+class Turn(BaseModel):
+    choice: str = Field(pattern="^(skip|post)$")
+    text: str | None = None
+
+
+def test_a_choice_whose_text_is_null_is_not_repeated_but_the_same_text_is():
+    """A turn that needs no text (null) is a choice among few, which repeats by chance; the
+    same text written for distinct prompts is still a copy."""
+    requests = [Request(_ask(f"turn {i}"), schema=Turn, cohort="llm") for i in range(10)]
+    _, client, _ = _run('{"choice": "skip", "text": null}', requests)
+    assert client.usage.total["degenerate"] == 0
+    _, client, _ = _run('{"choice": "post", "text": "hello all"}', requests)
+    assert client.usage.degenerate_kinds == {"repeated": 7}
+
+
 def test_run_context_counts_degenerate_beside_fallbacks_and_quotes_one():
     ctx = RunContext(seed=0, replicates=1, rng=None, recorder=None, run_dir=None)
     ctx.count_fallbacks("llm", 10, 0)

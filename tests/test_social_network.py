@@ -18,6 +18,7 @@ default share 0.1, while the comparison's noise shrinks), the standard error of 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -29,6 +30,7 @@ import scenarios
 from scenarios.social_network.config import SocialNetworkParams
 from scenarios.social_network.model import SocialNetwork
 from sim_core.errors import ConfigError
+from society.artifacts import ArtifactStore
 from society.llm.degenerate import prompt_examples
 from society.llm.testserver import TestServer
 
@@ -145,6 +147,56 @@ def test_llm_agents_are_asked_only_when_they_visit() -> None:
         assert r.summary["fallbacks"]["llm"]["fallbacks"] == 0 and 15 <= asked <= 45  # half of 60
     finally:
         srv.stop()
+
+
+VOCAB = [f"w{i:03d}" for i in range(400)]
+SHOWN = re.compile(r"^\| (.*)$", re.M)  # a shared artifact's text, as quoted in a prompt
+ASKED: list[str] = []  # the prompts of the last run of ``writer``
+
+
+def writer(body: dict) -> str:
+    """Posts twelve words drawn from 400 by a hash of its prompt: an original writer."""
+    ASKED.append(body["messages"][-1]["content"])
+    h = int(hashlib.sha256(body["messages"][-1]["content"].encode()).hexdigest(), 16)
+    return json.dumps({"choice": "post", "text": " ".join(VOCAB[(h >> 8 * i) % 400] for i in range(12))})  # fmt: skip
+
+
+def parrot(body: dict) -> str:
+    """Posts the text of the newest post it was shown on its topic, else writes one."""
+    shown = SHOWN.findall(body["messages"][-1]["content"])
+    return json.dumps({"choice": "post", "text": shown[0]}) if shown else writer(body)
+
+
+def _writing(reply, out) -> tuple:
+    ASKED.clear()
+    srv = TestServer(reply=reply).start_in_thread()
+    try:
+        kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1", "out": out}
+        r = scenarios.run(
+            "social-network", seed=3, population=12, steps=4, agents="llm", activity=1, topics=2, **kw
+        )  # fmt: skip
+        m = r.metrics
+        return r, m[m.metric == "lexical_diversity"].sort_values("time").value.to_numpy()
+    finally:
+        srv.stop()
+
+
+def test_llm_agents_write_posts_others_read_and_their_lexical_diversity_is_measured(tmp_path):
+    """Every post's text lands in the replicate's store on its topic; from the second step on
+    each agent is shown the newest three of its topic. An original writer's steps have a
+    MATTR near 0.94 (12 words of 400 drawn at random: 47 distinct per window of 50 on
+    average; a step's 144 words keep it above 0.85); parrots, copying the newest post of
+    their topic, write at most two distinct texts of 12 words a step, so every window of 50
+    holds at most 24 distinct words: at most 0.48 after the first step."""
+    r, original = _writing(writer, tmp_path / "w")
+    assert r.summary["status"] == "completed" and original.size == 4 and (original > 0.85).all()
+    with ArtifactStore(tmp_path / "w" / "artifacts-r0.sqlite") as store:
+        assert len(store) == 48 and set(store.to_dataframe().kind) == {"topic 0", "topic 1"}
+    for prompt in ASKED[12:]:  # the notes shown are of the reader's own topic
+        topic = re.search(r"care most about topic (\d)", prompt).group(1)
+        assert len(SHOWN.findall(prompt)) == 3 and prompt.count(f"kind='topic {topic}'") == 3
+    _, copied = _writing(parrot, tmp_path / "p")
+    assert copied[0] > 0.85 and (copied[1:] <= 0.48).all()
 
 
 def test_the_prompt_lists_the_feed_with_nothing_to_copy() -> None:

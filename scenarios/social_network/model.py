@@ -16,7 +16,9 @@ with chance ``like_rate * m * a * (1 + herding * log(1 + likes))`` (m: 1 on its 
 ``off_topic`` off it; a = 1 - |stance gap| / 2), else replies
 (``reply_rate * m``), else follows its author (``follow_rate * m * a``), else posts on its
 interest (``post_rate``). LLM and learned agents choose among the same actions from the same
-feed. A like pulls the liker's stance ``influence`` of the way to the post's, and with chance
+feed; they also write: the text of a post or reply is published to the replicate's artifact
+store on its topic, and before its turn an LLM agent reads the newest three on its interest.
+A like pulls the liker's stance ``influence`` of the way to the post's, and with chance
 ``drift`` moves its interest to the post's topic; a reply to a post ``tolerance`` or more
 away pushes it as far away. A reply is a post on its parent's topic, one level deeper. A
 share ``treatment`` of new posts start with one like (Muchnik's up-treatment).
@@ -26,11 +28,16 @@ Reported each step: ``herd_effect``, organic likes of treated over control posts
 of the step's new posts' topics over log(topics); ``mean_depth`` and ``max_depth`` of reply
 threads; ``polarisation``, the variance of stances (1/3 at first, 1 when split at +-1);
 ``cross_follows``, the share of follow edges between opposite stances; ``posts`` written and
-``follows`` per agent. Tests and tolerances: tests/test_social_network.py.
+``follows`` per agent; with LLM agents, ``lexical_diversity`` of the step's post texts (MATTR,
+``society.metrics.lexical_diversity``) and ``artifacts``, the texts so far. Tests and
+tolerances: tests/test_social_network.py.
 """
+
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
+from pydantic import BaseModel, Field
 
 from scenarios.social_network.config import SocialNetworkParams
 from society.study import Discrete, Study
@@ -56,6 +63,13 @@ def act(o, p):
     chosen = jnp.where(k < 3, jnp.array([LIKE, REPLY, FOLLOW])[jnp.minimum(k, 2)] + j,
                        jnp.where(o["u2"] < cum[2] + p.post_rate, POST, SKIP))  # fmt: skip
     return jnp.where(o["u0"] < p.activity, chosen, SKIP)
+
+
+class Turn(BaseModel):
+    """An LLM agent's turn: what it does and, when it posts or replies, what it writes."""
+
+    choice: Literal[CHOICES] = Field(description="what you do this turn")
+    text: str | None = Field(None, description="your post's or reply's text, else null")
 
 
 def recommend(u, w, p):
@@ -125,8 +139,10 @@ class SocialNetwork(Study):
         + "\n".join(f"{i}. a post on topic {{topic{i}:.0f}} with {{likes{i}:.0f}} likes by someone of "
                     f"opinion {{stance{i}:+.2f}}" for i in SLOTS)
         + "\nA post on topic -1 is an empty slot. This turn, do one thing: skip, post (write a new "
-        "post on your topic), or like, reply to, or follow the author of one post, named by its number."
+        "post on your topic), or like, reply to, or follow the author of one post, named by its number. "
+        "If you post or reply, write its text, a sentence or two, in your own words."
     ))  # fmt: skip
+    reply = Turn
     reporters = {
         "herd_effect": herd_effect,
         "thematic_diversity": diversity,
@@ -165,6 +181,18 @@ class SocialNetwork(Study):
         slots = {f"{f}{i}": v[:, i - 1].astype(jnp.float32) for f, v in cols.items() for i in SLOTS}
         return {**slots, "interest": w["interest"].astype(jnp.float32), "stance": w["stance"],
                 **{f"u{i}": w["u"][:, i] for i in range(3)}}  # fmt: skip
+
+    def publish(fields, reply, p):
+        """An LLM agent's post or reply as text on the post's topic (None: it wrote nothing)."""
+        choice, text = reply["choice"], " ".join((reply.get("text") or "").split())
+        topic = fields["interest"] if choice == "post" else fields.get(f"topic{choice[-1]}", -1)
+        if not text or topic < 0 or not (choice == "post" or choice.startswith("reply")):
+            return None
+        return {"content": text, "kind": f"topic {topic:.0f}"}
+
+    def retrieve(fields, p):
+        """What an LLM agent reads before its turn: the newest posts on its interest."""
+        return {"query": "", "kinds": [f"topic {fields['interest']:.0f}"], "newest": True}
 
     def due(w, p):
         return w["u"][:, 0] < p.activity  # LLM agents are asked when they visit their feed

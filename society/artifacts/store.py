@@ -698,6 +698,7 @@ class ArtifactStore:
         performance: Mapping[str, Any] | None = None,
         kinds: Iterable[str] | None = None,
         posterior_weight: float = 1.0,
+        newest: bool = False,
     ) -> list[Artifact]:
         """The ``k`` best non-retired artifacts visible to ``agent`` for ``query``.
 
@@ -705,7 +706,8 @@ class ArtifactStore:
         Both factors lie in [0, 1]: relevance decides among artifacts of similar usefulness
         and usefulness among equally relevant ones; ``posterior_weight=0`` ranks by BM25
         alone. Artifacts sharing no term with the query are not returned; a query with no
-        word tokens ranks every visible artifact by posterior mean. Ties go to the older.
+        word tokens ranks every visible artifact by posterior mean. Ties go to the older, or with
+        ``newest`` to the newer (an empty query then reads like a feed: the latest first).
         """
         if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
@@ -736,7 +738,7 @@ class ArtifactStore:
                 kth = np.partition(score, cand.size - k)[cand.size - k]
                 keep = score >= kth
                 cand, score = cand[keep], score[keep]
-            order = np.lexsort((cand, -score))[:k]
+            order = np.lexsort((-cand if newest else cand, -score))[:k]
             return self._fetch([self._ids[i] for i in cand[order]])
 
     # ------------------------------------------------------------------ provenance

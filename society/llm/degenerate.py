@@ -10,7 +10,7 @@ so the run can count it (``degenerate`` beside failures and fallbacks) instead o
 - ``example``: a free-text field repeats the example value the prompt gave for it;
 - ``repeated``: the same reply to distinct prompts far beyond chance (more than
   ``REPEAT_MIN`` of them and more than half of the cohort's distinct prompts so far), for
-  schemas with a free-text field (a choice among few numbers repeats by chance).
+  replies with a free-text field that is not null (a choice among few repeats by chance).
 
 Numbers and booleans alone are never judged: a copied example number looks like a choice.
 """
@@ -113,8 +113,9 @@ class RepeatTracker:
         self.replies: dict[tuple[str, str], set[str]] = {}  # (cohort, reply) -> prompt keys
 
     def see(self, cohort: str, prompt: str, parsed: BaseModel) -> bool:
-        """Count a reply to a prompt; True when it is repeated far beyond chance."""
-        if not text_fields(type(parsed)):
+        """Count a reply to a prompt; True when it is repeated far beyond chance. A reply
+        whose text fields are all null (a choice that needs no text) is a choice: not judged."""
+        if all(getattr(parsed, f) is None for f in text_fields(type(parsed))):
             return False
         key = prompt[:24]  # a prefix of the request key is distinct enough, and small
         seen = self.prompts.setdefault(cohort, set())

@@ -34,6 +34,7 @@ from society.metrics.replicates import (
     summarize_metrics,
 )
 from society.metrics.specialisation import dol_index, emergent_niches, role_stability, task_entropy
+from society.metrics.text import lexical_diversity
 
 __all__ = [
     "COST_UNITS",
@@ -55,6 +56,7 @@ __all__ = [
     "gini",
     "gini_jax",
     "learning_curves",
+    "lexical_diversity",
     "load_metrics",
     "modularity",
     "path_length",
