@@ -7,6 +7,9 @@
 2. 2,000 calls at concurrency 512 against a server with 200 ms latency (target: fast path
    within 1.5x of the ideal ceil(2000/512) * 0.2 s = 0.8 s; litellm reported).
 3. The dedupe saving on a population with repeated prompts, and archetypes on 1e6 agents.
+4. Calls sharded over Ray actors (``LLMConfig.shards``, ``--llm-shards``): moments of 1,000
+   calls against the 200 ms server, each path with 1 and 2 shards: wall time per moment and
+   this process's CPU (``--shards-only`` runs this part alone).
 
 The test server runs in a separate process so that its CPU is not counted as the client's;
 client CPU is time.process_time() of this process (all its threads).
@@ -157,10 +160,45 @@ async def archetypes(url: str, server: ServerProcess, n_agents: int) -> dict[str
     return {"agents": len(actions), "groups": arch.n_groups, "calls": calls}
 
 
+async def sharded(url: str, fast: bool, shards: int, n: int, rounds: int = 3) -> dict[str, float]:
+    """Moments of ``n`` distinct calls with the calls made by ``shards`` Ray actors (1: here):
+    the best moment's wall time and this process's CPU over the moments."""
+    cfg = config(url, fast).model_copy(update={"shards": shards})
+    async with LLMClient(cfg) as client:
+        await client.complete_many(requests(64, "warm-up"))  # actors, imports, connections
+        walls, cpu0 = [], time.process_time()
+        for r in range(rounds):
+            wall0 = time.perf_counter()
+            out = await client.complete_many(requests(n, f"moment {r}"))
+            walls.append(time.perf_counter() - wall0)
+            assert all(c.ok for c in out), out[0].error
+        return {"wall_s": min(walls), "cpu_s": (time.process_time() - cpu0) / rounds}
+
+
+def shards_part(url: str, n: int) -> None:
+    print(f"4. moments of {n} calls, server latency 0.2 s, the calls made here or by Ray actors")
+    for fast in (True, False):
+        one, two = (asyncio.run(sharded(url, fast, k, n)) for k in (1, 2))
+        print(
+            f"   {'fast path' if fast else 'litellm  '}: 1 shard {one['wall_s']:.2f} s a moment "
+            f"(this process {one['cpu_s']:.2f} s CPU), 2 shards {two['wall_s']:.2f} s "
+            f"({two['cpu_s']:.2f} s CPU) = {one['wall_s'] / two['wall_s']:.2f}x faster"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small smoke version")
-    quick = parser.parse_args().quick
+    parser.add_argument("--shards-only", action="store_true", help="part 4 alone")
+    args = parser.parse_args()
+    quick = args.quick
+    if args.shards_only:
+        slow = ServerProcess(latency=0.2)
+        try:
+            shards_part(slow.url, 200 if quick else 1000)
+        finally:
+            slow.stop()
+        return
     n_fast, n_lite = (1000, 40) if quick else (4000, 400)
     n_slow, conc, lat = (400, 128, 0.2) if quick else (2000, 512, 0.2)
     n_slow_lite = n_slow if not quick else 200
@@ -184,6 +222,7 @@ def main() -> None:
         lite_cpu = asyncio.run(cpu_per_call(instant.url, False, n_lite, batch=min(200, n_lite)))
         lite_lat = asyncio.run(latency_bound(slow.url, False, n_slow_lite, conc))
         fast_cpu_after = asyncio.run(cpu_per_call(instant.url, True, n_fast, batch=200))
+        shards_part(slow.url, 200 if quick else 1000)
     finally:
         instant.stop()
         slow.stop()

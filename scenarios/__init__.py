@@ -210,6 +210,7 @@ def run(
     batch_replicates: int | None = None,
     max_fallback_rate: float | None = None,
     replay: str | Path | None = None,
+    llm_shards: int | None = None,
     **kw: Any,
 ) -> RunResult:
     """Run a scenario by name (or a user's Scenario) and return its :class:`RunResult`.
@@ -223,13 +224,19 @@ def run(
     ``max_fallback_rate`` (default 0.1): a larger share of an LLM cohort's decisions that fell
     back makes the run ``degraded``. ``replay`` is the ``llm-cache.sqlite`` of a finished run:
     LLM replies come only from it (no server, no network, no key), as ``society replay`` does.
+    ``llm_shards`` > 1 makes the LLM calls in that many Ray actors (``society.llm.shards``).
     """
     from sim_core.experiment import run_scenario
 
     scen = get(scenario) if isinstance(scenario, str) else scenario
     options = {
         k: v
-        for k, v in {"llm": llm, "api_base": api_base, "replay": replay}.items()
+        for k, v in {
+            "llm": llm,
+            "api_base": api_base,
+            "replay": replay,
+            "llm_shards": llm_shards,
+        }.items()
         if v is not None
     }
     if max_fallback_rate is not None:

@@ -162,6 +162,12 @@ def run_cmd(
             "--concurrency", min=1, help="LLM calls in flight at once (default: the client's, 256)"
         ),
     ] = None,
+    llm_shards: Annotated[
+        int | None,
+        typer.Option(
+            "--llm-shards", min=1, help="Ray actors that make the LLM calls (default: 1, none)"
+        ),
+    ] = None,
     max_fallback_rate: Annotated[
         float,
         typer.Option(
@@ -201,7 +207,10 @@ def run_cmd(
     values.update(parse_set(set_ or []))
     scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
     _check_out(out)
-    options = _options(llm=llm, api_base=api_base, api_key_env=api_key_env, concurrency=concurrency)
+    options = _options(
+        llm=llm, api_base=api_base, api_key_env=api_key_env, concurrency=concurrency,
+        llm_shards=llm_shards,
+    )  # fmt: skip
     result = _run(
         scenario, seed=seed, replicates=replicates, out=out, config=values, options=options,
         max_fallback_rate=max_fallback_rate, checkpoint_every=checkpoint_every,
@@ -290,6 +299,12 @@ def resume_cmd(
             "--concurrency", min=1, help="LLM calls in flight at once (default: the run's)"
         ),
     ] = None,
+    llm_shards: Annotated[
+        int | None,
+        typer.Option(
+            "--llm-shards", min=1, help="Ray actors that make the LLM calls (default: the run's)"
+        ),
+    ] = None,
     checkpoint_every: Annotated[
         int | None,
         typer.Option(
@@ -313,8 +328,9 @@ def resume_cmd(
 
     summary = load_run(run_dir)
     recorded = summary.get("options") or {}
-    given = {"api_base": api_base, "api_key_env": api_key_env, "concurrency": concurrency}
-    keys = ("llm", "api_base", "api_key_env", "concurrency")
+    given = {"api_base": api_base, "api_key_env": api_key_env, "concurrency": concurrency,
+             "llm_shards": llm_shards}  # fmt: skip
+    keys = ("llm", "api_base", "api_key_env", "concurrency", "llm_shards")
     options = _options(
         **{k: given.get(k) if given.get(k) is not None else recorded.get(k) for k in keys}
     )

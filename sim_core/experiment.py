@@ -49,7 +49,7 @@ live readers (``society serve``) see them while it runs."""
 DEFAULT_MAX_FALLBACK_RATE = 0.1
 """A run is ``degraded`` when more than this share of one cohort's decisions were fallbacks."""
 
-RECORDED_OPTIONS = ("llm", "api_base", "api_key_env", "concurrency")
+RECORDED_OPTIONS = ("llm", "api_base", "api_key_env", "concurrency", "llm_shards")
 """Run options that shape results, kept in summary.json so `society resume` restores them.
 ``api_key_env`` is the NAME of the variable holding a key, never the key."""
 

@@ -275,7 +275,13 @@ class LLMClient:
         self._cache = ResponseCache(config.cache_path) if config.cache_path else None
         # Made now, not in the first call: importing litellm blocks for seconds. A replay makes
         # no calls, so it needs no transport (and never imports litellm).
-        self._transport = None if config.replay else self._make_transport()
+        self._transport, self._pool = None, None
+        if config.shards > 1 and not config.replay:  # the calls are made by Ray actors
+            from society.llm.shards import ShardPool
+
+            self._pool = ShardPool(config)
+        elif not config.replay:
+            self._transport = self._make_transport()
         self._global = global_limit or asyncio.Semaphore(config.concurrency)
         self._per_model = (
             asyncio.Semaphore(config.per_model_concurrency)
@@ -305,6 +311,8 @@ class LLMClient:
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+        if self._pool is not None:
+            await self._pool.aclose()
         self._closed = True
 
     # -- public calls ----------------------------------------------------------------------
@@ -345,9 +353,10 @@ class LLMClient:
             if r.sample not in wanted:
                 wanted.append(r.sample)
         cached = self._lookup([(k, s) for k, ss in samples_of.items() for s in ss])
+        fetched = await self._fetch_sharded(samples_of, first_of, cached)
         outcomes: dict[tuple[str, int], _Outcome] = {}
         results = await asyncio.gather(
-            *(self._resolve(first_of[k], ss, cached) for k, ss in samples_of.items())
+            *(self._resolve(first_of[k], ss, cached, fetched) for k, ss in samples_of.items())
         )
         new_entries = []
         for key, per_sample in zip(samples_of, results, strict=True):
@@ -457,14 +466,48 @@ class LLMClient:
         return found
 
     # -- calling ---------------------------------------------------------------------------
+    async def _fetch_sharded(
+        self,
+        samples_of: dict[str, list[int]],
+        first_of: dict[str, _Prepared],
+        cached: dict[tuple[str, int], CacheEntry],
+    ) -> dict[str, tuple[dict[int, CacheEntry], float]] | None:
+        """With shards: every call the moment needs, made by the actors at once; key ->
+        (entries by sample, seconds taken). None without shards (``_resolve`` calls)."""
+        if self._pool is None:
+            return None
+        missing = {k: [s for s in ss if (k, s) not in cached] for k, ss in samples_of.items()}
+        keys = [k for k, ss in missing.items() if ss]
+        if not keys:
+            return {}
+        start = time.perf_counter()
+        self.in_flight += len(keys)
+        try:
+            got = await self._pool.fetch_many(
+                [(first_of[k].params, missing[k]) for k in keys], self.usage
+            )
+        finally:
+            self.in_flight -= len(keys)
+        took = time.perf_counter() - start
+        return {k: (entries, took) for k, entries in zip(keys, got, strict=True)}
+
     async def _resolve(
-        self, p: _Prepared, samples: list[int], cached: dict[tuple[str, int], CacheEntry]
+        self,
+        p: _Prepared,
+        samples: list[int],
+        cached: dict[tuple[str, int], CacheEntry],
+        sharded: dict[str, tuple[dict[int, CacheEntry], float]] | None = None,
     ) -> dict[int, _Outcome]:
-        """The outcomes of some samples of one prompt: cached, or fetched in one call."""
+        """The outcomes of some samples of one prompt: cached, or fetched in one call (by
+        the shards, already, when ``sharded`` holds them)."""
         start = time.perf_counter()
         entries = {s: cached[(p.key, s)] for s in samples if (p.key, s) in cached}
         missing = [s for s in samples if s not in entries]
-        fetched = await self._fetch(p.params, missing) if missing else {}
+        if sharded is not None:
+            fetched, took = sharded.get(p.key, ({}, 0.0))
+            start -= took
+        else:
+            fetched = await self._fetch(p.params, missing) if missing else {}
         entries.update(fetched)
         latency = time.perf_counter() - start
         if len(samples) == 1:  # the common case: no extra task per request
@@ -494,6 +537,8 @@ class LLMClient:
 
     async def _call(self, params: dict[str, Any]) -> RawReply:
         """One logical call: retries with backoff on retryable failures, under the limits."""
+        if self._pool is not None:  # a repair, made by an actor
+            return await self._pool.call(params, self.usage)
         if self._transport is None:
             raise RuntimeError("no transport: the client is closed or in replay mode")
         cfg = self.config

@@ -63,6 +63,7 @@ class LLMConfig(BaseModel):
     schema in a system message, for servers without constrained decoding). ``fast_path``
     None picks the aiohttp fast path for OpenAI-compatible models without fallbacks.
     ``budget_tokens`` / ``budget_usd`` count cached replies at their recorded usage.
+    ``shards`` > 1 makes the network calls in that many Ray actors (``society.llm.shards``).
     """
 
     # hide_input_in_errors: a key pasted into api_key_env must not reappear in a traceback.
@@ -88,6 +89,7 @@ class LLMConfig(BaseModel):
     budget_usd: float | None = Field(default=None, gt=0)
     fast_path: bool | None = None
     fallbacks: list[str | Endpoint] = Field(default_factory=list)
+    shards: int = Field(default=1, ge=1, le=1024)
 
     @field_validator("api_key_env")
     @classmethod

@@ -31,12 +31,14 @@ OPTION_FIELDS = {
     "api_base": "api_base",
     "api_key_env": "api_key_env",
     "concurrency": "concurrency",
+    "llm_shards": "shards",
 }
 _FLAGS = {
     "model": "--llm",
     "api_base": "--api-base",
     "api_key_env": "--api-key-env",
     "concurrency": "--concurrency",
+    "shards": "--llm-shards",
 }
 
 
@@ -120,8 +122,9 @@ async def open_client(
             extra: dict[str, Any] = (
                 {"cache_path": Path(run_dir) / "llm-cache.sqlite"} if run_dir is not None else {}
             )
-            if options.get("concurrency") is not None:
-                extra["concurrency"] = options["concurrency"]
+            for k in ("concurrency", "llm_shards"):
+                if options.get(k) is not None:
+                    extra[OPTION_FIELDS[k]] = options[k]
             cfg = server.config(**{**extra, **overrides})
             liveness = server.check_alive
         else:
