@@ -6,6 +6,11 @@ N(0, 1)): naive learners end in mutual defection, an average reward per
 step near -2; LOLA learners reach mutual cooperation near -1, with tit-for-tat-like policies
 (cooperate after mutual cooperation, defect after being defected against).
 
+In-context learners (Weis et al. 2025: sequence models trained naively against a diverse
+population learn to cooperate, through their in-context learning, which also makes them
+extortable): here the in-context step is given (a naive gradient step after each phase of an
+episode) and the slow weights learn naively across episodes.
+
 Tolerances: the values are exact (no sampling), so only the seeds' initial logits vary the end.
 Mutual defection is worth exactly -2 and mutual cooperation -1; 200 updates leave a learner
 within 0.05 of either when it has converged, so we allow 0.05. Naive learners started near
@@ -71,3 +76,41 @@ def test_a_population_paired_at_random_learns_the_same() -> None:
         assert r.summary["metrics"]["reward_per_step"]["values"] == pytest.approx(
             [want] * 2, abs=0.05
         )
+
+
+@pytest.fixture(scope="module")
+def population():
+    """20 learners of each kind paired at random, 5 seeds each; in-context ones also against
+    a population where a quarter of the co-players are fixed random policies."""
+    runs = {k: {"learning": k} for k in ("naive", "lola", "in-context")}
+    runs["diverse"] = {"learning": "in-context", "tabular": 0.25}
+    out = {}
+    for name, cfg in runs.items():
+        r = scenarios.run(
+            "learning-aware-ipd", seed=2, replicates=5, write=False, learners=20, **cfg
+        )
+        m = r.metrics[r.metrics.metric == "extorted"]
+        out[name] = (
+            np.array(r.summary["metrics"]["reward_per_step"]["values"]),
+            m[m.time == m.time.max()].value.to_numpy(),
+        )
+    return out
+
+
+def test_in_context_learners_cooperate_without_a_lola_term(population) -> None:
+    """Exact values: every seed ends within 0.05 of mutual cooperation (-1), as LOLA's do
+    (20 other seeds: at most 0.014 away, 0.006 with fixed co-players, LOLA 0.001)."""
+    for name in ("in-context", "diverse", "lola"):
+        assert np.abs(population[name][0] + 1).max() < 0.05, (name, population[name][0])
+
+
+def test_in_context_learners_are_the_most_extortable(population) -> None:
+    """What a Press-Dyson extortioner gains per step over a learner, measured over 20 other
+    seeds: in-context 0.53-0.68 (mean 0.62), LOLA 0.25-0.44 (0.36), naive defectors -0.10 (it
+    loses), in-context trained with a quarter of fixed random co-players 0.09-0.46 (0.15).
+    The bounds: the in-context minimum, and gaps between means of a third of the measured ones
+    (5 seeds' means vary by about 0.05)."""
+    gain = {k: v[1] for k, v in population.items()}
+    assert gain["in-context"].min() > 0.45 and gain["naive"].max() < 0, gain
+    assert gain["in-context"].mean() > gain["lola"].mean() + 0.1, gain
+    assert gain["diverse"].mean() < gain["in-context"].mean() - 0.15, gain

@@ -4,31 +4,23 @@ from typing import Literal
 
 from pydantic import Field
 
-from society.fields import ModelParams
+from society.fields import ModelParams, Share
 
 
 class LearningAwareIPDParams(ModelParams):
     """Policy-gradient learners in the infinitely iterated prisoner's dilemma: naive learners
-    ascend their own value; LOLA learners also differentiate through the other's naive update."""
+    ascend their own value; LOLA learners also differentiate through the other's naive update;
+    in-context learners adapt within each episode and are trained naively across episodes."""
 
-    learning: Literal["naive", "lola"] = Field(
-        "lola", description="naive or lola (learning-aware) updates"
-    )
-    learners: int = Field(
-        2, ge=2, le=10**6, multiple_of=2, description="learners, paired at random each step"
-    )
-    gamma: float = Field(
-        0.96, gt=0, lt=1, description="discount of the iterated game (the paper's 0.96)"
-    )
-    step_size: float = Field(
-        1.0, gt=0, le=100, description="learning rate of each learner's own update (delta)"
-    )
-    lookahead: float = Field(
-        1.0, ge=0, le=100, description="LOLA: the opponent's assumed learning rate (eta)"
-    )
-    init_scale: float = Field(
-        1.0, ge=0, le=100, description="standard deviation of the initial logits"
-    )
-    steps: int = Field(
-        200, ge=1, le=10**6, description="simultaneous learning updates (the paper's 200)"
-    )
+    # fmt: off
+    learning: Literal["naive", "lola", "in-context"] = Field("lola", description="naive, lola (learning-aware) or in-context updates")
+    learners: int = Field(2, ge=2, le=10**6, multiple_of=2, description="learners, paired at random each step")
+    gamma: float = Field(0.96, gt=0, lt=1, description="discount of the iterated game (the paper's 0.96)")
+    step_size: float = Field(1.0, gt=0, le=100, description="learning rate of each learner's own update (delta)")
+    lookahead: float = Field(1.0, ge=0, le=100, description="LOLA: the opponent's assumed learning rate (eta)")
+    init_scale: float = Field(1.0, ge=0, le=100, description="standard deviation of the initial logits")
+    steps: int = Field(200, ge=1, le=10**6, description="simultaneous learning updates (the paper's 200)")
+    adapt: float = Field(1.0, ge=0, le=100, description="in-context: learning rate within an episode")
+    phases: int = Field(4, ge=1, le=100, description="in-context: phases of an episode (adapting after each)")
+    tabular: Share = Field(0.0, description="share of co-players met that are fixed random policies")
+    # fmt: on
