@@ -6,13 +6,16 @@ A policy is 5 logits: P(cooperate) at the first move, then after each previous j
 at once: naive learners ascend their own value; LOLA learners ascend
 ``V1 + eta * stop(dV1/dth2) . dV2/dth2``, i.e. they differentiate through the other's naive step.
 
-In-context learners (after Weis et al. 2025, "Multi-agent cooperation through in-context
+In-context learners (after Weis et al. 2026, "Multi-agent cooperation through in-context
 co-player inference"): an episode has ``phases``; after each, both players take a naive
 gradient step of ``adapt`` on their own value (the fast, in-context timescale that their
 sequence models learn; here it is given, not learned). Across episodes a learner ascends its
 mean value over the episode naively (the co-player's weights held fixed), so its gradient
 flows through the co-player's in-context steps: shaping without a LOLA term. A share
 ``tabular`` of the co-players met are fixed random memory-1 policies (a diverse population).
+In the paper that diversity is what teaches sequence models to adapt in context (without it
+they defect); here adaptation is given, so cooperation does not need it (it makes learners
+less extortable).
 ``extorted``: what a Press-Dyson extortioner (chi = 3 for these payoffs) gains per step over a
 learner in an episode against it (0: not extortable).
 """
