@@ -110,3 +110,25 @@ def test_a_replay_with_shards_starts_no_actor(tmp_path) -> None:
     client = LLMClient(cfg)
     assert client._pool is None
     asyncio.run(client.aclose())
+
+
+def test_a_shard_that_dies_ends_the_run_with_one_line() -> None:
+    """A killed actor's calls would otherwise all fall back, unseen: the run stops, saying so."""
+    import ray
+
+    from sim_core.errors import RunError
+
+    async def go(srv: TestServer) -> None:
+        cfg = LLMConfig(model="openai/test-model", api_base=srv.url + "/v1", shards=2)
+        async with LLMClient(cfg) as client:
+            await client.complete_many([_ask("one"), _ask("two")])
+            ray.kill(client._pool.actors[1])
+            await client.complete_many([_ask("three"), _ask("four")])
+
+    srv = TestServer(reply='{"cooperate": 0.5}').start_in_thread()
+    try:
+        with pytest.raises(RunError, match="an LLM shard \\(Ray actor\\) failed") as err:
+            asyncio.run(go(srv))
+    finally:
+        srv.stop()
+    assert "\n" not in str(err.value)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from sim_core.errors import RunError
 from society.llm.cache import CacheEntry
 from society.llm.config import LLMConfig
 from society.llm.transports import RawReply, TransportError
@@ -94,8 +95,8 @@ class ShardPool:
         counts are added to ``usage``."""
         actors = self._ready()
         parts = [p for p in np.array_split(np.arange(len(items)), len(actors)) if p.size]
-        done = await asyncio.gather(
-            *(actors[i].fetch_many.remote([items[j] for j in p]) for i, p in enumerate(parts))
+        done = await _answered(
+            actors[i].fetch_many.remote([items[j] for j in p]) for i, p in enumerate(parts)
         )
         out: list[dict[int, CacheEntry]] = []
         for got, io in done:
@@ -106,7 +107,7 @@ class ShardPool:
 
     async def call(self, params: dict[str, Any], usage: Any) -> RawReply:
         """One call (a repair) by the first actor, raised again as the TransportError it was."""
-        out, io = await self._ready()[0].call.remote(params)
+        [(out, io)] = await _answered([self._ready()[0].call.remote(params)])
         for k, v in io.items():
             usage.total[k] += v
         if isinstance(out, tuple):
@@ -127,9 +128,23 @@ class ShardPool:
             return
         import ray
 
-        await asyncio.gather(*(a.close.remote() for a in self.actors))
+        await asyncio.gather(*(a.close.remote() for a in self.actors), return_exceptions=True)
         for a in self.actors:
             ray.kill(a)
         self.actors = []
         if self._started_ray:
             ray.shutdown()
+
+
+async def _answered(calls: Any) -> list[Any]:
+    """The actors' answers; an actor that died (or whose Ray did) ends the run with one line
+    (its calls cannot be told apart from failed ones, so falling back would hide it)."""
+    import ray
+
+    try:
+        return await asyncio.gather(*calls)
+    except ray.exceptions.RayError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+        raise RunError(
+            f"an LLM shard (Ray actor) failed: {first}; rerun, or resume the run"
+        ) from None
