@@ -80,7 +80,7 @@ class LearningAwareIPD(Study):
         f"p_cooperate_{s}": lambda w, out, i=i: jax.nn.sigmoid(w[..., i])
         for i, s in enumerate(("first", "cc", "cd", "dc", "dd"))
     }
-    headline = ("reward_per_step", "mutual_cooperation")
+    headline = ("reward_per_step", "mutual_cooperation", "extorted")
     bounds = {"reward_per_step": (-3.0, 0.0), "mutual_cooperation": (0.0, 1.0)}
 
     def init(key, p):
