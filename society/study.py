@@ -97,9 +97,10 @@ Artifacts (``society.artifacts``): a study that defines ``retrieve`` or ``publis
 without one; a fresh run starts with none, a checkpoint keeps its database image, so a
 resumed run rolls the store back) and a row ``artifacts``, the store's size, at each
 recorded step (with ``publish``, also ``lexical_diversity``: the MATTR of the texts published
-in the step, ``society.metrics.lexical_diversity``; no row without one). ``retrieve(fields, p)`` (None: nothing) is what an LLM agent looks up before
-it is prompted: a query, or a dict ``{"query", "k" (3), "niche", "neighbours", "lineage",
-"performance", "kinds", "newest"}`` (artifacts of that niche or none; the agents whose
+in the step, ``society.metrics.lexical_diversity``; no row without one).
+``retrieve(fields, p)`` (None: nothing) is what an LLM agent looks up before it is prompted:
+a query, or a dict ``{"query", "k" (3), "niche", "neighbours", "lineage", "performance",
+"kinds", "newest"}`` (artifacts of that niche or none; the agents whose
 ``neighbours``-policy artifacts it sees; ``ArtifactStore.retrieve``'s lineage, performance,
 kinds and ``newest``: an empty query with it reads like a feed, the newest first). The ``k``
 best it may see are appended to its prompt as quoted data with their provenance, and their
@@ -338,7 +339,7 @@ class Study(Scenario):
             for a, i in zip(axes, at_[2:], strict=True):  # labels of the reporter's axes
                 names = study.axis_labels.get(a)
                 part[a] = np.asarray(names, object)[i] if names is not None else i.astype(object)
-            sparse = axes or name in study.sparse or name == "lexical_diversity"
+            sparse = axes or name in study.sparse or name in _Shelf.sparse
             keep = ~np.isnan(v) if sparse else slice(None)  # NaN: no row
             parts.append({k: x[keep] for k, x in part.items()})
         rows = {  # one recorder call; a label a reporter has not is None (null)
@@ -631,7 +632,7 @@ class Study(Scenario):
                     lambda a: Choice(choice=acts.choices[a]))  # fmt: skip
         field, *rest = reply.model_fields
         if get_args(reply.model_fields[field].annotation) == acts.choices:  # the names
-            text = {n: "" for n in rest}  # other fields are text (e.g. a post's)
+            text = {n: "" for n in rest if reply.model_fields[n].is_required()}  # text (a post)
             return (reply, lambda m: acts.choices.index(getattr(m, field)),
                     lambda a: reply.model_construct(**text, **{field: acts.choices[a]}))  # fmt: skip
         return reply, lambda m: int(getattr(m, field)), lambda a: reply(**{field: a})
@@ -850,6 +851,8 @@ class Study(Scenario):
 class _Shelf:
     """One replicate's artifact store and what its LLM agents were shown (``retrieve``,
     ``publish``: module docstring); the store's image and the lookups are checkpointed."""
+
+    sparse = ("lexical_diversity",)  # its rows: none in a step without text
 
     def __init__(self, study: Study, cfg: Any, ctx: RunContext, r: int, llm: Any) -> None:
         from society.artifacts import ArtifactStore

@@ -505,7 +505,7 @@ class LLMClient:
         missing = [s for s in samples if s not in entries]
         if sharded is not None:
             fetched, took = sharded.get(p.key, ({}, 0.0))
-            start -= took
+            start -= took  # the latency includes the actors' calls
         else:
             fetched = await self._fetch(p.params, missing) if missing else {}
         entries.update(fetched)
