@@ -69,7 +69,9 @@ class Turn(BaseModel):
     """An LLM agent's turn: what it does and, when it posts or replies, what it writes."""
 
     choice: Literal[CHOICES] = Field(description="what you do this turn")
-    text: str | None = Field(None, description="your post's or reply's text, else null")
+    text: str | None = Field(
+        None, max_length=200, description="your post's or reply's text, else null"
+    )
 
 
 def recommend(u, w, p):
@@ -140,7 +142,7 @@ class SocialNetwork(Study):
                     f"opinion {{stance{i}:+.2f}}" for i in SLOTS)
         + "\nA post on topic -1 is an empty slot. This turn, do one thing: skip, post (write a new "
         "post on your topic), or like, reply to, or follow the author of one post, named by its number. "
-        "If you post or reply, write its text, a sentence or two, in your own words."
+        "If you post or reply, write its text, a sentence or two (at most 200 characters), in your own words."
     ))  # fmt: skip
     reply = Turn
     reporters = {
