@@ -13,6 +13,7 @@ from scenarios.network_game.model import Cooperate
 from sim_core.ray_runtime import start_ray
 from society.llm.client import LLMClient, Request
 from society.llm.config import LLMConfig
+from society.llm.shards import ShardPool
 from society.llm.testserver import FaultPlan, TestServer
 
 
@@ -131,4 +132,22 @@ def test_a_shard_that_dies_ends_the_run_with_one_line() -> None:
             asyncio.run(go(srv))
     finally:
         srv.stop()
+    assert "\n" not in str(err.value)
+
+
+def test_an_unreachable_ray_address_is_one_line_before_any_call(monkeypatch) -> None:
+    """RAY_ADDRESS naming a port nobody listens on: ray.init would retry for minutes."""
+    import socket
+
+    from sim_core.errors import ConfigError
+
+    with socket.socket() as s:  # a free port, closed again: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    pool = ShardPool(
+        LLMConfig(model="openai/test-model", api_base="http://127.0.0.1:1/v1", shards=2)
+    )
+    with pytest.raises(ConfigError, match=f"cannot reach Ray at '127.0.0.1:{port}'") as err:
+        pool.pids()
     assert "\n" not in str(err.value)

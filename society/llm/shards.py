@@ -80,9 +80,12 @@ class ShardPool:
 
     def _ready(self) -> list[Any]:
         if not self.actors:
-            from sim_core.ray_runtime import start_ray
+            from sim_core.ray_runtime import check_reachable, start_ray
 
-            ray, self._started_ray = start_ray(self.shards, os.environ.get("RAY_ADDRESS"))
+            address = os.environ.get("RAY_ADDRESS")
+            if address:  # one line now, not minutes of ray.init's retries
+                check_reachable(address)
+            ray, self._started_ray = start_ray(self.shards, address)
             actor = ray.remote(num_cpus=0)(_Fetcher)  # it waits on the network, not a core
             dumped = self.config.model_dump(mode="json")
             self.actors = [actor.remote(dumped) for _ in range(self.shards)]
