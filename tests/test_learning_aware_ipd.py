@@ -7,9 +7,12 @@ step near -2; LOLA learners reach mutual cooperation near -1, with tit-for-tat-l
 (cooperate after mutual cooperation, defect after being defected against).
 
 In-context learners (Weis et al. 2026: sequence models trained naively against a diverse
-population learn to cooperate, through their in-context learning, which also makes them
-extortable): here the in-context step is given (a naive gradient step after each phase of an
-episode) and the slow weights learn naively across episodes.
+population of co-players learn to infer and adapt to them within an episode; that adaptation
+makes them extortable, and the mutual pressure to shape each other's adaptation ends in
+cooperation; trained among themselves only, they defect): here the in-context learning is a
+naive gradient step after each phase of an episode, at a rate each learner learns across
+episodes from nearly none (0.02). The diverse co-players are naive learners from random
+policies (half of those met, ``tabular=0.5``).
 
 Tolerances: the values are exact (no sampling), so only the seeds' initial logits vary the end.
 Mutual defection is worth exactly -2 and mutual cooperation -1; 200 updates leave a learner
@@ -70,42 +73,47 @@ def test_lola_learns_tit_for_tat(run) -> None:
 
 def test_a_population_paired_at_random_learns_the_same(population) -> None:
     for learning, want in (("naive", -2.0), ("lola", -1.0)):
-        assert population[learning][0] == pytest.approx([want] * 5, abs=0.05)
+        assert population[learning]["reward_per_step"] == pytest.approx([want] * 5, abs=0.05)
 
 
 @pytest.fixture(scope="module")
 def population():
-    """20 learners of each kind paired at random, 5 seeds each; in-context ones also against
-    a population where a quarter of the co-players are fixed random policies."""
+    """20 learners of each kind paired at random, 5 seeds each; in-context ones also in a
+    population where half the co-players met are naive learners from random policies."""
     runs = {k: {"learning": k} for k in ("naive", "lola", "in-context")}
-    runs["diverse"] = {"learning": "in-context", "tabular": 0.25}
+    runs["diverse"] = {"learning": "in-context", "tabular": 0.5}
     out = {}
     for name, cfg in runs.items():
         r = scenarios.run(
             "learning-aware-ipd", seed=2, replicates=5, write=False, learners=20, **cfg
         )
-        m = r.metrics[r.metrics.metric == "extorted"]
-        out[name] = (
-            np.array(r.summary["metrics"]["reward_per_step"]["values"]),
-            m[m.time == m.time.max()].value.to_numpy(),
-        )
+        out[name] = {k: np.array(v["values"]) for k, v in r.summary["metrics"].items()}
     return out
 
 
-def test_in_context_learners_cooperate_without_a_lola_term(population) -> None:
-    """Exact values: every seed ends within 0.05 of mutual cooperation (-1), as LOLA's do
-    (20 other seeds: at most 0.014 away, 0.006 with fixed co-players, LOLA 0.001)."""
-    for name in ("in-context", "diverse", "lola"):
-        assert np.abs(population[name][0] + 1).max() < 0.05, (name, population[name][0])
+def test_in_context_learning_emerges_only_with_diverse_co_players(population) -> None:
+    """Measured over 20 other seeds (``--seed 7 --replicates 20``): trained among themselves,
+    the in-context rate stays at 0.03-0.07 (from 0.02; 0.12 in one of these 5 seeds) and every
+    seed defects (reward -1.999 to -2); with half the co-players naive learners it grows to
+    2.5-5.8 and learners cooperate (reward -1.18 on average, -1.58 to -1.00). Bounds: every
+    seed's rate below 0.5 alone and above 1 with diversity (gaps of 4x and 2.5x to the values
+    seen), and the diverse mean reward above -1.5 (5 seeds' means of values with a standard
+    deviation of 0.16 vary by about 0.07: over 4 of them)."""
+    alone, diverse = population["in-context"], population["diverse"]
+    assert alone["in_context_rate"].max() < 0.5 and diverse["in_context_rate"].min() > 1, (
+        alone["in_context_rate"],
+        diverse["in_context_rate"],
+    )
+    assert np.abs(alone["reward_per_step"] + 2).max() < 0.01, alone["reward_per_step"]
+    assert diverse["reward_per_step"].mean() > -1.5, diverse["reward_per_step"]
+    assert diverse["mutual_cooperation"].mean() > 0.5, diverse["mutual_cooperation"]
 
 
-def test_in_context_learners_are_the_most_extortable(population) -> None:
-    """What a Press-Dyson extortioner gains per step over a learner, measured over 20 other
-    seeds: in-context 0.53-0.68 (mean 0.62), LOLA 0.25-0.44 (0.36), naive defectors -0.10 (it
-    loses), in-context trained with a quarter of fixed random co-players 0.09-0.46 (0.15).
-    The bounds: the in-context minimum, and gaps between means of a third of the measured ones
-    (5 seeds' means vary by about 0.05)."""
-    gain = {k: v[1] for k, v in population.items()}
-    assert gain["in-context"].min() > 0.45 and gain["naive"].max() < 0, gain
-    assert gain["in-context"].mean() > gain["lola"].mean() + 0.1, gain
-    assert gain["diverse"].mean() < gain["in-context"].mean() - 0.15, gain
+def test_in_context_learning_makes_learners_extortable(population) -> None:
+    """What a Press-Dyson extortioner gains per step over a learner (20 other seeds): in-context
+    learners trained with diverse co-players 0.057-0.28 (mean 0.17), trained among themselves
+    -0.10 (they defect and it loses), as naive learners; LOLA 0.34-0.44. The bounds: the
+    sign of every seed's gain."""
+    gain = {k: v["extorted"] for k, v in population.items()}
+    assert gain["diverse"].min() > 0 and gain["lola"].min() > 0, gain
+    assert gain["in-context"].max() < 0 and gain["naive"].max() < 0, gain

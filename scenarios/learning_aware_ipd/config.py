@@ -10,7 +10,7 @@ from society.fields import ModelParams, Share
 class LearningAwareIPDParams(ModelParams):
     """Policy-gradient learners in the infinitely iterated prisoner's dilemma: naive learners
     ascend their own value; LOLA learners also differentiate through the other's naive update;
-    in-context learners adapt within each episode and are trained naively across episodes."""
+    in-context learners adapt within each episode, at a rate they learn naively across episodes."""
 
     # fmt: off
     learning: Literal["naive", "lola", "in-context"] = Field("lola", description="naive, lola (learning-aware) or in-context updates")
@@ -20,7 +20,7 @@ class LearningAwareIPDParams(ModelParams):
     lookahead: float = Field(1.0, ge=0, le=100, description="LOLA: the opponent's assumed learning rate (eta)")
     init_scale: float = Field(1.0, ge=0, le=100, description="standard deviation of the initial logits")
     steps: int = Field(200, ge=1, le=10**6, description="simultaneous learning updates (the paper's 200)")
-    adapt: float = Field(1.0, ge=0, le=100, description="in-context: learning rate within an episode")
+    adapt: float = Field(0.02, ge=0, le=100, description="in-context: initial in-context learning rate (then learned)")
     phases: int = Field(4, ge=1, le=100, description="in-context: phases of an episode (adapting after each)")
-    tabular: Share = Field(0.0, description="share of co-players met that are fixed random policies")
+    tabular: Share = Field(0.0, description="share of co-players met that are naive learners from random policies")
     # fmt: on

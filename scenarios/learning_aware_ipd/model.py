@@ -8,14 +8,16 @@ at once: naive learners ascend their own value; LOLA learners ascend
 
 In-context learners (after Weis et al. 2026, "Multi-agent cooperation through in-context
 co-player inference"): an episode has ``phases``; after each, both players take a naive
-gradient step of ``adapt`` on their own value (the fast, in-context timescale that their
-sequence models learn; here it is given, not learned). Across episodes a learner ascends its
-mean value over the episode naively (the co-player's weights held fixed), so its gradient
-flows through the co-player's in-context steps: shaping without a LOLA term. A share
-``tabular`` of the co-players met are fixed random memory-1 policies (a diverse population).
-In the paper that diversity is what teaches sequence models to adapt in context (without it
-they defect); here adaptation is given, so cooperation does not need it (it makes learners
-less extortable).
+gradient step on their own value, each of its own in-context rate (softplus of a sixth weight,
+starting at ``adapt``): the fast timescale that the paper's sequence models learn. Across
+episodes a learner ascends its mean value over the episode naively (the co-player's weights
+held fixed), its rate too, and its gradient flows through the co-player's in-context steps:
+shaping without a LOLA term. A share ``tabular`` of the co-players met are naive learners from
+random (near-pure) memory-1 policies, stepping at ``step_size`` within the episode and not
+learning across episodes (the paper's tabular co-players): a diverse population. As in the
+paper, in-context learning pays only with that diversity: the rate grows from ``adapt``, the
+learners become extortable and cooperate; trained among themselves they defect.
+``in_context_rate``: the learners' mean in-context rate (0 for naive and LOLA learners).
 ``extorted``: what a Press-Dyson extortioner (chi = 3 for these payoffs) gains per step over a
 learner in an episode against it (0: not extortable).
 """
@@ -55,15 +57,15 @@ def episode(me, other, p, a_me, a_other):
 
 
 def gradient(me, other, p, a_other):
-    """My update direction: naive, LOLA's first-order look-ahead on the other's naive step, or
-    naive on an episode of in-context learning (through the co-player's steps)."""
+    """My update direction (logits and in-context rate): naive, LOLA's first-order look-ahead on
+    the other's naive step, or naive on an episode of in-context learning (through the
+    co-player's steps)."""
     if p.learning == "in-context":
-        return jax.grad(lambda m: episode(m, other, p, p.adapt, a_other) @ REWARD / (1 - p.gamma))(me)  # fmt: skip
-    if p.learning == "naive":
-        return jax.grad(value)(me, other, p.gamma)
+        return jax.grad(lambda m: episode(m[:5], other, p, jax.nn.softplus(m[5]), a_other) @ REWARD / (1 - p.gamma))(me)  # fmt: skip
+    eta = p.lookahead * (p.learning == "lola")  # naive: no look-ahead
     theirs = lambda m: jax.grad(value)(other, m, p.gamma)  # noqa: E731 - the other's naive gradient
-    shaped = lambda m: value(m, other, p.gamma) + p.lookahead * jax.lax.stop_gradient(  # noqa: E731
-        jax.grad(value, 1)(m, other, p.gamma)) @ theirs(m)  # fmt: skip
+    shaped = lambda m: value(m[:5], other, p.gamma) + eta * jax.lax.stop_gradient(  # noqa: E731
+        jax.grad(value, 1)(m[:5], other, p.gamma)) @ theirs(m[:5])  # fmt: skip
     return jax.grad(shaped)(me)
 
 
@@ -75,32 +77,36 @@ class LearningAwareIPD(Study):
         "mutual_cooperation": lambda w, out: out["visits"][:, 0].mean(),
         "mutual_defection": lambda w, out: out["visits"][:, 3].mean(),
         "extorted": lambda w, out: (out["extorted"] @ GAIN).mean(),
+        "in_context_rate": lambda w, out: out["rate"].mean(),
     }
     agent_reporters = {  # each learner's final policy: P(cooperate) first, then after CC..DD
         f"p_cooperate_{s}": lambda w, out, i=i: jax.nn.sigmoid(w[..., i])
         for i, s in enumerate(("first", "cc", "cd", "dc", "dd"))
     }
-    headline = ("reward_per_step", "mutual_cooperation", "extorted")
+    headline = ("reward_per_step", "mutual_cooperation", "extorted", "in_context_rate")
     bounds = {"reward_per_step": (-3.0, 0.0), "mutual_cooperation": (0.0, 1.0)}
 
     def init(key, p):
-        return p.init_scale * jax.random.normal(key, (p.learners, 5))
+        rate = jnp.full((p.learners, 1), jnp.log(jnp.expm1(p.adapt)))  # softplus^-1(adapt)
+        return jnp.hstack([p.init_scale * jax.random.normal(key, (p.learners, 5)), rate])
 
     def step(key, w, actions, p):
         order = jax.random.permutation(key, p.learners)
         partner = jnp.roll(order, p.learners // 2)  # order[i] meets order[i + n/2]
         other = jnp.empty_like(order).at[order].set(partner)
-        a = p.adapt if p.learning == "in-context" else 0.0
+        a = jax.nn.softplus(w[:, 5]) * (p.learning == "in-context")  # in-context rates
         u = jax.random.uniform(jax.random.fold_in(key, 1), (p.learners, 6))
-        fixed = u[:, 0] < p.tabular  # co-players that are fixed random (near-pure) policies
-        met = jnp.where(fixed[:, None], 3 * jax.scipy.special.ndtri(u[:, 1:]), w[other])
+        fixed = u[:, 0] < p.tabular  # naive learners from random (near-pure) policies
+        met = jnp.where(fixed[:, None], 3 * jax.scipy.special.ndtri(u[:, 1:]), w[other, :5])
         w = w + p.step_size * jax.vmap(gradient, (0, 0, None, 0))(
-            w, met, p, jnp.where(fixed, 0.0, a)
+            w, met, p, jnp.where(fixed, p.step_size, a[other])
         )
-        play = lambda m, o, b: episode(m, o, p, a, b) if a else visits(m, o, p.gamma)  # noqa: E731
-        d = jax.vmap(play, (0, 0, None))(w, w[other], a)
+        a = jax.nn.softplus(w[:, 5]) * (p.learning == "in-context")
+        play = jax.vmap(lambda m, o, am, ao: episode(m, o, p, am, ao))
+        d = play(w[:, :5], w[other, :5], a, a[other])
         return w, {
             "visits": d,
             "reward": d @ REWARD,
-            "extorted": jax.vmap(play, (0, None, None))(w, ZD, 0.0),
+            "extorted": play(w[:, :5], jnp.broadcast_to(ZD, (p.learners, 5)), a, 0 * a),
+            "rate": a,
         }
