@@ -78,7 +78,12 @@ def varied_reply(body: dict) -> str:
 
 
 def _killed_and_resumed(tmp_path: Path, monkeypatch, name: str, config: dict, **kw) -> None:
-    reference = scenarios.run(name, seed=SEED, replicates=2, write=False, config=config, **kw)
+    # the reference keeps checkpoints too: the run it stands for is the one killed, and its
+    # compiled steps are those the killed and resumed runs reuse (not a whole-run compile more)
+    reference = scenarios.run(
+        name, seed=SEED, replicates=2, out=tmp_path / "reference", checkpoint_every=1,
+        config=config, **kw,
+    )  # fmt: skip
     assert reference.summary["status"] == "completed", reference.summary
     out = tmp_path / "run"
     killed_in_process(monkeypatch, name, 1, out, config, replicates=2, **kw)
