@@ -15,8 +15,9 @@ held fixed), its rate too, and its gradient flows through the co-player's in-con
 shaping without a LOLA term. A share ``tabular`` of the co-players met are naive learners from
 random (near-pure) memory-1 policies, stepping at ``step_size`` within the episode and not
 learning across episodes (the paper's tabular co-players): a diverse population. As in the
-paper, in-context learning pays only with that diversity: the rate grows from ``adapt``, the
-learners become extortable and cooperate; trained among themselves they defect.
+paper, from nearly none (``adapt`` 0.02) in-context learning emerges only with that diversity:
+the rate grows, the learners become extortable and cooperate; trained among themselves the
+rate stays near zero and they defect (started at ``adapt`` 1, it grows among learners alone).
 ``in_context_rate``: the learners' mean in-context rate (0 for naive and LOLA learners).
 ``extorted``: what a Press-Dyson extortioner (chi = 3 for these payoffs) gains per step over a
 learner in an episode against it (0: not extortable).
