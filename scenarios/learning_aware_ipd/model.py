@@ -63,9 +63,10 @@ def gradient(me, other, p, a_other):
     co-player's steps)."""
     if p.learning == "in-context":
         return jax.grad(lambda m: episode(m[:5], other, p, jax.nn.softplus(m[5]), a_other) @ REWARD / (1 - p.gamma))(me)  # fmt: skip
-    eta = p.lookahead * (p.learning == "lola")  # naive: no look-ahead
+    if p.learning == "naive":
+        return jax.grad(lambda m: value(m[:5], other, p.gamma))(me)
     theirs = lambda m: jax.grad(value)(other, m, p.gamma)  # noqa: E731 - the other's naive gradient
-    shaped = lambda m: value(m[:5], other, p.gamma) + eta * jax.lax.stop_gradient(  # noqa: E731
+    shaped = lambda m: value(m[:5], other, p.gamma) + p.lookahead * jax.lax.stop_gradient(  # noqa: E731
         jax.grad(value, 1)(m[:5], other, p.gamma)) @ theirs(m[:5])  # fmt: skip
     return jax.grad(shaped)(me)
 
@@ -88,8 +89,8 @@ class LearningAwareIPD(Study):
     bounds = {"reward_per_step": (-3.0, 0.0), "mutual_cooperation": (0.0, 1.0)}
 
     def init(key, p):
-        rate = jnp.full((p.learners, 1), jnp.log(jnp.expm1(p.adapt)))  # softplus^-1(adapt)
-        return jnp.hstack([p.init_scale * jax.random.normal(key, (p.learners, 5)), rate])
+        # 5 logits, then the sixth weight: softplus^-1 of the initial in-context rate
+        return jnp.hstack([p.init_scale * jax.random.normal(key, (p.learners, 5)), jnp.full((p.learners, 1), jnp.log(jnp.expm1(p.adapt)))])  # fmt: skip
 
     def step(key, w, actions, p):
         order = jax.random.permutation(key, p.learners)
@@ -103,7 +104,7 @@ class LearningAwareIPD(Study):
             w, met, p, jnp.where(fixed, p.step_size, a[other])
         )
         a = jax.nn.softplus(w[:, 5]) * (p.learning == "in-context")
-        play = jax.vmap(lambda m, o, am, ao: episode(m, o, p, am, ao))
+        play = jax.vmap(lambda m, o, am, ao: episode(m, o, p, am, ao) if p.learning == "in-context" else visits(m, o, p.gamma))  # fmt: skip
         d = play(w[:, :5], w[other, :5], a, a[other])
         return w, {
             "visits": d,
