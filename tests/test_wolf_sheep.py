@@ -160,6 +160,30 @@ def test_turns_are_mesa_sequential_order_exactly(grid: Grid) -> None:
         )
 
 
+def test_many_agents_take_turns_in_stages_in_mesa_sequential_order_exactly() -> None:
+    """40,000 agents: the few left after the rounds over the whole grid are resolved in
+    stages of shrinking size (5,000 then 625 slots), still one agent at a time's result."""
+    grid, n = Grid(300, 300, torus=True, neighbourhood="von_neumann"), 40_000
+    rng = np.random.default_rng(2)
+    cell = rng.integers(0, grid.cells // 3, n)  # crowded: long chains of agents in turn
+    cand = np.asarray(grid.around(jnp.asarray(cell))[0])
+    ok = np.ones(cand.shape, bool)
+    turn = rng.integers(0, 2**31 - 1, n).astype(np.int32)
+    acting, u = rng.random(n) < 0.9, rng.random(n).astype(np.float32)
+    full = rng.random(grid.cells) < 0.5
+
+    def eat_one(g, c):
+        g[c] = False
+
+    expect = _sequential(turn, cand, ok, acting, u, full, eat_one)
+    got = jax.jit(lambda *a: grid.take_turns(*a, lambda g, c: g.at[c].set(False, mode="drop")))(
+        *(jnp.asarray(x) for x in (turn, cand, ok, acting, u, full))
+    )
+    to, took, left = (np.asarray(x) for x in got)
+    assert (to[acting] == expect[0][acting]).all()
+    assert (took == expect[1]).all() and (left == expect[2]).all()
+
+
 def test_a_run_keeps_mesa_invariants() -> None:
     """Step by step: energy never below zero while alive; at most one newborn per animal;
     a lamb starts on its mother's cell with her (halved) energy; a patch eaten this step
