@@ -190,6 +190,13 @@ def run_cmd(
             help="moments between checkpoints (0: only when stopped by Ctrl-C/SIGTERM), for scenarios that keep them",
         ),
     ] = 50,
+    plots: Annotated[
+        bool | None,
+        typer.Option(
+            "--plots/--no-plots",
+            help="write plots/ (default: yes, unless the environment sets SOCIETY_PLOTS=0)",
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario and write its run directory.
 
@@ -213,7 +220,7 @@ def run_cmd(
     )  # fmt: skip
     result = _run(
         scenario, seed=seed, replicates=replicates, out=out, config=values, options=options,
-        max_fallback_rate=max_fallback_rate, checkpoint_every=checkpoint_every,
+        max_fallback_rate=max_fallback_rate, checkpoint_every=checkpoint_every, plots=plots,
     )  # fmt: skip
     _finish(scenario, result, accept_degraded)
 

@@ -441,12 +441,15 @@ def run_scenario(
     max_fallback_rate: float = DEFAULT_MAX_FALLBACK_RATE,
     checkpoint_every: int = DEFAULT_CHECKPOINT_EVERY,
     resume: str | Path | None = None,
+    plots: bool | None = None,
     **params: Any,
 ) -> RunResult:
     """Validate parameters, run every replicate, and write the run directory.
 
     ``config`` (a mapping or a Config instance) and keyword ``params`` give parameter
-    values (keywords win). With ``write=False`` nothing is written to disk.
+    values (keywords win). With ``write=False`` nothing is written to disk. ``plots=False``
+    writes no ``plots/`` (a sweep's points, a test); default: the environment variable
+    ``SOCIETY_PLOTS`` (``0``: none), else plots.
 
     The summary's ``status`` is ``completed``, ``stopped`` (the scenario stopped early,
     ``stop_reason`` says why), ``degraded`` (more than ``max_fallback_rate`` of some
@@ -633,7 +636,9 @@ def run_scenario(
     missing = [m for m in scenario.headline if m not in metrics]
     if missing:
         summary["missing_headline"] = missing
-    if run_dir is not None:
+    if plots is None:
+        plots = os.environ.get("SOCIETY_PLOTS", "1") != "0"
+    if run_dir is not None and plots:
         scenario.plot(recorder.frame(), run_dir / "plots", cfg)
     summary["wall_time_s"] = round(time.perf_counter() - started, 3)
     _write_summary(run_dir, summary)

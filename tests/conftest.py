@@ -29,6 +29,18 @@ from scenarios.skill_society.tasks import apply_rule, describe_rule, infer_rule,
 from sim_core.checkpoint import CheckpointError, Checkpoints, read
 from sim_core.recorder import read_metrics
 
+# -- plots only where a test checks them ----------------------------------------------------------
+# A run's plots cost ~0.1 s a figure, a tenth of some test files' time; runs in tests write
+# none (subprocesses inherit this), but every study's plots are drawn by the resume tests'
+# reference runs and the tests marked ``plots``.
+os.environ.setdefault("SOCIETY_PLOTS", "0")
+
+
+@pytest.fixture(autouse=True)
+def _plots_if_marked(request, monkeypatch):
+    if request.node.get_closest_marker("plots"):
+        monkeypatch.setenv("SOCIETY_PLOTS", "1")
+
 
 # -- compiled code freed between test files ----------------------------------------------------
 @pytest.fixture(autouse=True, scope="module")

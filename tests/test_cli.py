@@ -39,6 +39,7 @@ def test_list_does_not_import_jax():
     assert out.strip().splitlines()[-1] == "False"
 
 
+@pytest.mark.plots
 def test_run_writes_run_directory(tmp_path: Path):
     cfg = tmp_path / "params.toml"
     cfg.write_text('population = 64\nsteps = 5\ngraph = "cycle"\n')
@@ -66,6 +67,14 @@ def test_run_writes_run_directory(tmp_path: Path):
     assert summary["config"]["graph"] == "cycle" and summary["seed"] == 3
     assert len(summary["metrics"]["cooperator_fraction"]["values"]) == 2
     assert (out / "plots" / "cooperator_fraction.png").exists()
+
+
+def test_no_plots_writes_the_run_without_them(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("SOCIETY_PLOTS", "1")  # the option wins over the environment
+    args = ["run", "network-game", "--set", "population=10", "--set", "steps=2"]
+    assert main([*args, "--no-plots", "--out", str(tmp_path / "off")]) == 0
+    assert (tmp_path / "off" / "summary.json").exists()
+    assert not (tmp_path / "off" / "plots").exists()
 
 
 @pytest.mark.parametrize(

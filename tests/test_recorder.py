@@ -120,6 +120,24 @@ class Constant(Scenario):
         return {"level": cfg.level + noise}
 
 
+def test_plots_are_written_unless_turned_off(tmp_path: Path, monkeypatch):
+    """``plots=False`` (and, by default, ``SOCIETY_PLOTS=0``) writes the run without plots/;
+    the argument wins over the environment."""
+    monkeypatch.setenv("SOCIETY_PLOTS", "0")
+    run_scenario(Constant, replicates=2, out=tmp_path / "env", level=1.0)
+    run_scenario(Constant, replicates=2, out=tmp_path / "off", level=1.0, plots=False)
+    run_scenario(Constant, replicates=2, out=tmp_path / "on", level=1.0, plots=True)
+    assert (tmp_path / "env" / "summary.json").exists() and (
+        tmp_path / "off" / "summary.json"
+    ).exists()
+    assert not (tmp_path / "env" / "plots").exists() and not (tmp_path / "off" / "plots").exists()
+    assert (tmp_path / "on" / "plots" / "level.png").stat().st_size > 1000
+    monkeypatch.setenv("SOCIETY_PLOTS", "1")
+    run_scenario(Constant, replicates=2, out=tmp_path / "default", level=1.0)
+    assert (tmp_path / "default" / "plots" / "level.png").exists()
+
+
+@pytest.mark.plots
 def test_user_scenario_writes_run_directory(tmp_path: Path):
     res = run_scenario(Constant, seed=4, replicates=5, out=tmp_path / "r", level=2.0)
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())

@@ -24,7 +24,7 @@ class _Tags(HTMLParser):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     base = tmp_path_factory.mktemp("report")
-    kw = dict(seed=1, replicates=2, population=40, steps=6, eval_every=3)
+    kw = dict(seed=1, replicates=2, population=40, steps=6, eval_every=3, plots=True)
     a = scenarios.run("skill-society", out=base / "a", sharing="none", **kw)
     b = scenarios.run("skill-society", out=base / "b", sharing="neighbours", **kw)
     return a, b

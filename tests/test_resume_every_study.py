@@ -82,9 +82,10 @@ def _killed_and_resumed(tmp_path: Path, monkeypatch, name: str, config: dict, **
     # compiled steps are those the killed and resumed runs reuse (not a whole-run compile more)
     reference = scenarios.run(
         name, seed=SEED, replicates=2, out=tmp_path / "reference", checkpoint_every=1,
-        config=config, **kw,
+        config=config, plots=True, **kw,
     )  # fmt: skip
     assert reference.summary["status"] == "completed", reference.summary
+    assert list((tmp_path / "reference" / "plots").glob("*.png"))  # every study draws
     out = tmp_path / "run"
     killed_in_process(monkeypatch, name, 1, out, config, replicates=2, **kw)
     resumed = scenarios.run(name, seed=SEED, replicates=2, resume=out, config=config, **kw)

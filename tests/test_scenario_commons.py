@@ -288,6 +288,7 @@ def llm_run(server, **kw):
     return run(llm=TEST_LLM, api_base=server.url + "/v1", universalization=True, **kw)
 
 
+@pytest.mark.plots
 def test_llm_fishers_play_the_protocol(server, tmp_path):
     before = server.requests
     res = llm_run(
@@ -403,6 +404,7 @@ def test_config_documents_every_parameter():
     assert "commons" in scenarios.names() and "GovSim" in scenarios.summary_line("commons")
 
 
+@pytest.mark.plots
 def test_cli_run_writes_summary_and_plots(tmp_path):
     out = tmp_path / "cli"
     cmd = [

@@ -415,6 +415,7 @@ def test_config_documents_every_parameter():
     assert "donor-game" in scenarios.names()
 
 
+@pytest.mark.plots
 def test_cli_run_writes_summary_and_plots(tmp_path):
     out = tmp_path / "cli"
     cmd = [

@@ -455,6 +455,7 @@ def test_config_documents_every_parameter():
     assert "epidemic" in scenarios.names()
 
 
+@pytest.mark.plots
 def test_cli_run_writes_summary_and_plot(tmp_path):
     out = tmp_path / "cli"
     cmd = [

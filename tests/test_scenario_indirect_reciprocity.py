@@ -409,6 +409,7 @@ def test_llm_budget_stops_the_run_cleanly():
     assert set(res.metrics[res.metrics.metric == "cooperation_rate"]["replicate"]) == {0}
 
 
+@pytest.mark.plots
 def test_cli_run_writes_summary_and_plots(tmp_path):
     out = tmp_path / "cli"
     proc = subprocess.run(

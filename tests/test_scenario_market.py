@@ -322,6 +322,7 @@ def test_config_documents_every_parameter():
     assert "market" in scenarios.names()
 
 
+@pytest.mark.plots
 def test_cli_run_writes_summary_and_plots(tmp_path):
     out = tmp_path / "cli"
     cmd = [sys.executable, "-m", "scenarios.cli", "run", "market", "--out", str(out), "--seed", "1"]

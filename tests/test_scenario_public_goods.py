@@ -454,6 +454,7 @@ def test_bad_parameters(params, needle):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.plots
 def test_cli_run_writes_summary_and_plot(tmp_path: Path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "scenarios.cli", "run", NAME, "--set", "population=8"]

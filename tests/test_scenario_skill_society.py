@@ -197,6 +197,7 @@ def test_team_structure_sets_the_weight_of_each_member():
 
 
 # -- the LLM loop -------------------------------------------------------------------------------
+@pytest.mark.plots
 def test_llm_agents_learn_through_notes_and_improve_on_heldout_tasks(tmp_path):
     srv = TestServer(reply=skill_society_scripted, latency=0.05).start_in_thread()
     try:
@@ -220,6 +221,7 @@ def test_llm_agents_learn_through_notes_and_improve_on_heldout_tasks(tmp_path):
     assert (tmp_path / "run" / "plots" / "artifact_lineage.png").exists()
 
 
+@pytest.mark.plots
 def test_mixed_society_shares_artifacts_across_kinds(tmp_path):
     srv = TestServer(reply=skill_society_scripted).start_in_thread()
     try:

@@ -69,6 +69,7 @@ def fake_key(monkeypatch):
 
 
 # -- the CLI, in a subprocess that inherits the key ---------------------------------------------
+@pytest.mark.plots
 def test_a_cli_run_against_a_refusing_server_writes_the_key_nowhere(fake_key, tmp_path):
     # Some calls are refused with 400 quoting back the key the request carried (--api-key-env);
     # the rest are answered. The run is degraded by the refusals; --accept-degraded exits 0.
