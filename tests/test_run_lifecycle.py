@@ -235,6 +235,7 @@ def test_a_missing_key_variable_is_one_line_before_anything_runs(tmp_path, capsy
 
 
 # -- 3. the finishing phase ------------------------------------------------------------------------
+@pytest.mark.plots  # killed while plotting
 def test_a_kill_while_finishing_leaves_a_checkpoint_or_a_finished_summary(tmp_path, monkeypatch):
     reference = scenarios.run(_Counter, write=False, checkpoint_every=1)
     out = tmp_path / "run"

@@ -143,6 +143,7 @@ class _Keyed(Scenario):
         return {"answered": np.array([answered])}
 
 
+@pytest.mark.plots
 @pytest.mark.parametrize("path", ["fast", "litellm"])
 def test_a_run_whose_server_quotes_the_key_back_writes_it_nowhere(
     path, fake_key, tmp_path, capfd, caplog
