@@ -30,7 +30,7 @@ from sim_core.checkpoint import CheckpointError, Checkpoints, read
 from sim_core.recorder import read_metrics
 
 # -- plots only where a test checks them ----------------------------------------------------------
-# A run's plots cost ~0.1 s a figure, a tenth of some test files' time; runs in tests write
+# A run's plots cost ~0.1 s a figure (a fifth of the resume tests' time); runs in tests write
 # none (subprocesses inherit this), but every study's plots are drawn by the resume tests'
 # reference runs and the tests marked ``plots``.
 os.environ.setdefault("SOCIETY_PLOTS", "0")

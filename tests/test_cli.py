@@ -69,7 +69,7 @@ def test_run_writes_run_directory(tmp_path: Path):
     assert (out / "plots" / "cooperator_fraction.png").exists()
 
 
-def test_no_plots_writes_the_run_without_them(tmp_path: Path, monkeypatch, capsys):
+def test_no_plots_writes_the_run_without_them(tmp_path: Path, monkeypatch):
     monkeypatch.setenv("SOCIETY_PLOTS", "1")  # the option wins over the environment
     args = ["run", "network-game", "--set", "population=10", "--set", "steps=2"]
     assert main([*args, "--no-plots", "--out", str(tmp_path / "off")]) == 0
