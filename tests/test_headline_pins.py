@@ -5,9 +5,14 @@ scheduler as the clock): the values were recorded before them. A deliberate chan
 scenario's dynamics updates its pin here, in the same commit, and says why.
 """
 
+import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
+from conftest import TEST_XLA_FLAGS
 
 import scenarios
 
@@ -184,12 +189,47 @@ PINS = {
 }
 
 
+def headline(name: str) -> dict[str, list[float]]:
+    result = scenarios.run(name, seed=7, replicates=2, write=False, **CASES[name])
+    return {k: v["values"] for k, v in result.summary["metrics"].items()}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_headline_metrics_are_pinned(name):
-    result = scenarios.run(name, seed=7, replicates=2, write=False, **CASES[name])
-    got = {k: v["values"] for k, v in result.summary["metrics"].items()}
+    assert_pinned(name, headline(name))
+
+
+def assert_pinned(name: str, got: dict[str, list[float]]) -> None:
     assert sorted(got) == sorted(PINS[name])
     for metric, want in PINS[name].items():
         # 1e-5 relative: the same computation on another CPU may reorder float sums
         # (vector width), which moves the last digits of float32 results, not more.
         assert got[metric] == pytest.approx(want, rel=1e-5, abs=1e-7, nan_ok=True), metric
+
+
+DEFAULTS = ["network-game", "epidemic", "skill-society"]  # learned agents, float-heavy rules
+
+
+def test_jaxs_default_compile_options_give_the_same_pins():
+    """The suite compiles with conftest's TEST_XLA_FLAGS (faster compiles); users get JAX's
+    defaults. Three studies run in an interpreter with the defaults meet the same pins."""
+    assert TEST_XLA_FLAGS in os.environ["XLA_FLAGS"]  # this process compiles with them
+    script = (  # not importing this file: its conftest would set the flags again
+        "import json, sys\n"
+        "import scenarios\n"
+        "runs = {n: scenarios.run(n, seed=7, replicates=2, write=False, **c)\n"
+        "        for n, c in json.loads(sys.argv[1]).items()}\n"
+        "print(json.dumps({n: {k: v['values'] for k, v in r.summary['metrics'].items()}\n"
+        "                  for n, r in runs.items()}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    if own := os.environ["XLA_FLAGS"].replace(TEST_XLA_FLAGS, "").strip():
+        env["XLA_FLAGS"] = own  # a user's own flags, kept
+    cases = json.dumps({name: CASES[name] for name in DEFAULTS})
+    done = subprocess.run(
+        [sys.executable, "-c", script, cases], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    for name in DEFAULTS:
+        assert_pinned(name, got[name])
