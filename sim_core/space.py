@@ -270,7 +270,16 @@ class Grid:
         of it and leaves its old cell there. So the movers that drew one slot take, in turn
         order, the slot's cell and then each other's old cells: resolved in rounds, one
         mover per slot each, as many rounds as the largest group (a few). XLA's CPU sorts
-        cost 10x numpy's, so none is used."""
+        cost 10x numpy's, so none is used. When no agent moves, nothing is computed (a
+        settled model's steps then cost almost nothing here)."""
+        moving = moving & alive
+        return jax.lax.cond(
+            moving.any(), self._move_to_empty, lambda *a: cell, key, cell, moving, alive
+        )
+
+    def _move_to_empty(
+        self, key: jax.Array, cell: jax.Array, moving: jax.Array, alive: jax.Array
+    ) -> jax.Array:
         n, cells = cell.shape[0], self.cells
         occupied = jnp.zeros(cells, bool).at[jnp.where(alive, cell, cells)].set(True, mode="drop")
         rank = jnp.cumsum(~occupied) - 1

@@ -143,3 +143,13 @@ def test_moves_keep_dead_agents_and_a_full_grid_still() -> None:
     )
     alive = np.asarray(out)[[0, 2, 3]]
     assert int(out[1]) == 1 and len(set(alive.tolist())) == 3  # the dead agent is not moved
+    # No living mover (only a dead agent asks): nothing moves, alone or in a batch.
+    cell, moving = jnp.array([0, 1, 2]), jnp.array([False, True, False])
+    alive = jnp.array([True, False, True])
+    out = grid.move_to_empty(jax.random.key(0), cell, moving, alive)
+    np.testing.assert_array_equal(out, cell)
+    move = jax.vmap(lambda k, m: grid.move_to_empty(k, cell, m, alive))
+    out = move(jax.random.split(jax.random.key(0), 2), jnp.stack([moving, jnp.ones(3, bool)]))
+    np.testing.assert_array_equal(out[0], cell)  # beside a replicate whose agents move
+    a, dead, b = out[1].tolist()  # both living agents moved (a dead agent's cell is empty)
+    assert dead == 1 and a != 0 and b != 2 and a != b

@@ -68,4 +68,5 @@ class Schelling(Study):
 
     def step(key, w, actions, p):
         cell = grid(p).move_to_empty(key, w["cell"], actions == 1, w["alive"])
-        return assess({**w, "cell": cell}, p), None
+        moved = (cell != w["cell"]).any()  # a settled world stays as it was assessed
+        return jax.lax.cond(moved, lambda: assess({**w, "cell": cell}, p), lambda: w), None
