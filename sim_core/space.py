@@ -270,8 +270,8 @@ class Grid:
         of it and leaves its old cell there. So the movers that drew one slot take, in turn
         order, the slot's cell and then each other's old cells: resolved in rounds, one
         mover per slot each, as many rounds as the largest group (a few). XLA's CPU sorts
-        cost 10x numpy's, so none is used. When no agent moves, nothing is computed (a
-        settled model's steps then cost almost nothing here)."""
+        cost 10x numpy's, so none is used. When no living agent moves, nothing is computed
+        (a settled world's step; in a vmapped batch of replicates both branches run)."""
         moving = moving & alive
         return jax.lax.cond(
             moving.any(), self._move_to_empty, lambda *a: cell, key, cell, moving, alive
