@@ -289,7 +289,7 @@ class Grid:
             .set(jnp.arange(cells, dtype=cell.dtype), mode="drop")
         )
         m = cells - occupied.sum()
-        moving = moving & alive & (m > 0)
+        moving = moving & (m > 0)  # movers are alive (move_to_empty)
         # One 24-bit uniform u per agent gives both its slot, floor(u m), and its turn among
         # the movers of that slot (u itself: uniform within the slot, independent of it).
         turn = (jax.random.bits(key, (n,)) >> 8).astype(jnp.int32)
