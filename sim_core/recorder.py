@@ -70,7 +70,7 @@ class Recorder:
         self._buf: list[dict[str, np.ndarray]] = []
         self._buffered = 0
         self._parts = 0
-        self._memory: list[pa.Table] = []
+        self._memory: list[pa.Table | list[dict[str, np.ndarray]]] = []  # path None: flushed
         self.rows_written = 0
         if self.path is not None:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -127,15 +127,16 @@ class Recorder:
         """Rows recorded so far, flushed or still buffered."""
         return self.rows_written + self._buffered
 
-    def _table(self) -> pa.Table:
+    def _table(self, buf: list[dict[str, np.ndarray]] | None = None) -> pa.Table:
+        buf = self._buf if buf is None else buf
         arrays = []
         for field in self.schema:
-            parts = [c[field.name] if field.name in c else None for c in self._buf]
+            parts = [c[field.name] if field.name in c else None for c in buf]
             chunks = [
                 pa.array(p, type=field.type)
                 if p is not None
                 else pa.nulls(len(c["value"]), field.type)
-                for p, c in zip(parts, self._buf, strict=True)
+                for p, c in zip(parts, buf, strict=True)
             ]
             arrays.append(pa.chunked_array(chunks, type=field.type).combine_chunks())
         return pa.Table.from_arrays(arrays, schema=self.schema)
@@ -145,12 +146,14 @@ class Recorder:
         self._last_flush = _time.monotonic()
         if not self._buf:
             return
+        if self.path is None:  # in memory: a small table is built when a frame is asked for
+            self._memory.append(self._buf if self._buffered < self.chunk_rows else self._table())
+            self.rows_written += self._buffered
+            self._buf, self._buffered = [], 0
+            return
         table = self._table()
         self._buf, self._buffered = [], 0
         self.rows_written += table.num_rows
-        if self.path is None:
-            self._memory.append(table)
-            return
         final = self.path / f"part-{self._parts:05d}.parquet"
         tmp = self.path / f".tmp-{self._parts:05d}.parquet"
         pq.write_table(table, tmp)
@@ -164,8 +167,9 @@ class Recorder:
         """Everything recorded so far (flushes first)."""
         self.flush()
         if self.path is None:
-            tables = self._memory or [self.schema.empty_table()]
-            return pa.concat_tables(tables).to_pandas()
+            tables = [m if isinstance(m, pa.Table) else self._table(m) for m in self._memory]
+            self._memory = [pa.concat_tables(tables or [self.schema.empty_table()])]
+            return self._memory[0].to_pandas()
         return read_metrics(self.path, schema=self.schema)
 
     def __enter__(self) -> Recorder:

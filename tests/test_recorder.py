@@ -37,6 +37,30 @@ def test_rows_are_tidy_and_vectorised(tmp_path: Path):
     assert len(pd.read_parquet(tmp_path / "metrics.parquet")) == 6
 
 
+def test_rows_in_memory_are_the_rows_on_disk(tmp_path: Path):
+    """Without a path, small flushes keep their columns and the table is built when a frame is
+    asked for (a fast run's fixed cost); a flush of chunk_rows rows is a table at once (its
+    label columns as objects would take several times the memory). Both read as on disk."""
+
+    def fill(rec: Recorder) -> Recorder:
+        rec.record(0.0, "welfare", 1.5)
+        rec.record(1.0, "payoff", np.array([1.0, 2.0, 3.0]), agent=np.arange(3), cohort="rules")
+        rec.flush()
+        rec.record(2.0, "cooperation", np.array([0.1, 0.2]), replicate=np.array([0, 1]))
+        rec.record(3.0, "payoff", np.arange(5.0), agent=np.arange(5))  # 5 >= chunk_rows: a table
+        rec.close()
+        return rec
+
+    labels = {"agent": int, "cohort": str}
+    on_disk = fill(Recorder(tmp_path / "metrics.parquet", labels=labels, chunk_rows=4))
+    in_memory = fill(Recorder(None, labels=labels, chunk_rows=4))
+    assert any(not isinstance(m, list) for m in in_memory._memory)  # the large flush: a table
+    assert in_memory.rows_written == on_disk.rows_written == 11
+    pd.testing.assert_frame_equal(in_memory.frame(), read_metrics(tmp_path))
+    pd.testing.assert_frame_equal(in_memory.frame(), read_metrics(tmp_path))  # asked again
+    assert Recorder(None, labels=labels).frame().columns.tolist() == list(in_memory.frame())
+
+
 def test_undeclared_label_and_bad_shapes_are_clear_errors():
     rec = Recorder(None, labels={"agent": int})
     with pytest.raises(ValueError, match="label 'task' was not declared"):
