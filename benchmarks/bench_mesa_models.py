@@ -9,11 +9,18 @@ the mean of each model's headline metric over the runs, ours and Mesa's.
 
     .venv/bin/python benchmarks/bench_mesa_models.py            # 5 interleaved runs each
     .venv/bin/python benchmarks/bench_mesa_models.py --runs 3 --models schelling
+    .venv/bin/python benchmarks/bench_mesa_models.py --cores 1  # this process on one core
+
+``--cores N`` lets this process (Mesa and ours) see N cores before JAX starts: Mesa and
+Agents.jl run on one core, and XLA with one core runs a small world's steps inline, without
+its thread pool (measured here: 1.05-1.5x faster at Mesa's configurations; at 1e6 agents the
+second core is worth 1.3-1.8x: docs/scaling.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -110,7 +117,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="interleaved runs of each (default 5)")
     ap.add_argument("--models", nargs="*", default=[m for m in MODELS if m in scenarios.names()])
     ap.add_argument("--configs", nargs="*", default=["small", "large"])
+    ap.add_argument("--cores", type=int, help="cores this process may use (default: all it has)")
     args = ap.parse_args()
+    if args.cores is not None:  # before JAX starts: its thread pool has one thread per core
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: max(args.cores, 1)])
+    print(f"cores: {len(os.sched_getaffinity(0))}")
     print(
         f"{'model':17} {'config':6} {'mesa s':>8} {'ours s':>8} {'ratio':>7} {'Agents.jl':>9} {'compile s':>9}  headline (ours / Mesa)"
     )
