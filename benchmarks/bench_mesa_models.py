@@ -120,8 +120,12 @@ def main() -> None:
     ap.add_argument("--cores", type=int, help="cores this process may use (default: all it has)")
     args = ap.parse_args()
     if args.cores is not None:  # before JAX starts: its thread pool has one thread per core
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: max(args.cores, 1)])
-    print(f"cores: {len(os.sched_getaffinity(0))}")
+        if args.cores < 1 or not hasattr(os, "sched_setaffinity"):
+            ap.error("--cores takes an integer >= 1, on an OS that can restrict cores (Linux)")
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cores])
+    print(
+        f"cores: {len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()}"
+    )
     print(
         f"{'model':17} {'config':6} {'mesa s':>8} {'ours s':>8} {'ratio':>7} {'Agents.jl':>9} {'compile s':>9}  headline (ours / Mesa)"
     )
