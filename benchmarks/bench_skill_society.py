@@ -3,15 +3,14 @@
     .venv/bin/python benchmarks/bench_skill_society.py            # 1e4, 1e5, 1e6 agents (~3 min)
     .venv/bin/python benchmarks/bench_skill_society.py --quick    # 1e4, 1e5, short blocks (< 1 min)
 
-One moment of the scenario's learned path, as ``scenarios/skill_society/model.py`` runs it
-for a society of learned agents (1 replicate, ``sharing=neighbours``, ``allocation=
+One moment of the scenario's learned path for a society of learned agents (1 replicate, ``sharing=neighbours``, ``allocation=
 self-select``, no teams, random 4-regular graphs of the same size from ``make_topology``
-(numpy: seed 1; the framework: the scenario's own graph stream)):
+(numpy: seed 1; the framework: ``graph_seed`` 0)):
 
-- framework: the scenario's own ``_Batch``: ``choices`` (a ``LearnedCohort`` with features
-  ``{"estimate": 4}``, 4 actions, rule ``reinforce``), then ``dyn.step``, then ``learn`` on
-  the step's reward, the per-moment keys folded as in ``SkillSociety._run_batch``. Recording and
-  checkpoints are left out (they are not the learned path).
+- framework: ``scenarios.run("skill-society", write=False, ...)`` as a user runs it: each
+  moment a ``LearnedCohort`` (features ``{"estimate": 4}``, 4 actions, rule ``reinforce``)
+  chooses, the study's compiled step (``dyn.step``) and reporters run, the cohort learns
+  from the step's reward, and the rows are recorded (in memory).
 - numpy: the same skill model and the same learning, vectorised by hand: a per-agent linear
   softmax policy over the 4 domains on the agent's own success estimates (inverse-CDF
   draw), REINFORCE with a running-mean baseline (rate 0.1) but PLAIN SGD (lr 0.1) where the
@@ -39,13 +38,10 @@ import time
 import jax
 import numpy as np
 
+import scenarios
 from scenarios.skill_society import dynamics as dyn
 from scenarios.skill_society.config import SkillSocietyConfig
-from scenarios.skill_society.model import _Batch
 from scenarios.skill_society.tasks import DOMAINS, TRAIN_PARAMS
-from sim_core.experiment import RunContext
-from sim_core.recorder import Recorder
-from sim_core.rng import RNG
 from society.topology import make_topology
 
 SEED = 1
@@ -80,34 +76,19 @@ def marginal_rates(n: int, short: int, long: int, repeats: int) -> tuple[float, 
     return float(rate[0]), float(rate[1])
 
 
-# -- the framework: model.py's moment for a society of learned agents ---------------------------
+# -- the framework: the study as a user runs it -----------------------------------------------------
 class Framework:
-    """The scenario's own ``_Batch`` (choices, then ``dyn.step``, then learn), as
-    ``SkillSociety._run_batch`` runs a moment, without recording or checkpoints."""
+    """``scenarios.run("skill-society", ...)`` of learned agents, evaluated at the start and
+    the end only (``eval_every`` = the run's moments), rows kept in memory."""
 
     def __init__(self, n: int):
-        ctx = RunContext(
-            seed=SEED, replicates=1, rng=RNG(SEED), recorder=Recorder(None), run_dir=None
-        )
-        self.b = _Batch(config(n), ctx, np.arange(1), None)
-        self.moment_key, self.learn_key = ctx.rng.key("moments"), ctx.rng.key("learn")
-        self.t = 0
-
-    def moment(self) -> None:
-        b, t = self.b, self.t
-        key = jax.random.fold_in(self.moment_key, t)
-        choice = b.choices(jax.random.fold_in(key, 1))
-        b.world, out = dyn.step(
-            jax.random.fold_in(key, 2), b.world, choice, b.p, b.nb, b.active_dev, b.ids
-        )
-        b.learn(choice, out, jax.random.fold_in(self.learn_key, t))
-        self.t += 1
+        self.params = config(n).model_dump(exclude_unset=True)
 
     def block(self, steps: int) -> float:
         t0 = time.perf_counter()
-        for _ in range(steps):
-            self.moment()
-        jax.block_until_ready((self.b.world, self.b.learned.state))
+        scenarios.run(
+            "skill-society", seed=SEED, write=False, steps=steps, eval_every=steps, **self.params
+        )
         return time.perf_counter() - t0
 
 

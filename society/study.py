@@ -27,7 +27,8 @@ Optional, for any study: a reporter may return an array, its rows labelled by ``
 (one label per trailing axis, e.g. ``("task",)``; agent reporters' axes after ``agent``, and
 their rows carry the agent's kind as ``cohort`` when ``labels`` has it;
 ``axis_labels[axis]`` names an axis's positions, default their index; a NaN on such an
-axis is no row); a ``record_every``
+axis is no row); reporters named in ``initial`` are also recorded for the initial world, at
+time 0, with the outcome None (e.g. a learning curve's first evaluation); a ``record_every``
 parameter keeps the rows of every k-th step (and the last); ``due(world, p)`` is the mask
 of agents whose choice counts this step (LLM agents are asked and agents learn only then);
 ``prompt`` may be a function of the parameters returning the template, ``system`` is the LLM
@@ -108,6 +109,16 @@ use is recorded when its choice acts, a success where its ``reward`` is positive
 ``publish(fields, reply, p)`` (None: nothing) is what it publishes after a valid reply (a
 dict, with llm_latency when the reply lands): ``{"content", "kind" ("note"), "niche",
 "policy" ("broadcast")}``, authored by the agent, the artifacts it was shown its parents.
+
+LLM agents of a study's own (when a prompt and a reply are not the whole turn, e.g. a task
+whose answer is verified, a note distilled after it, code run in a sandbox):
+``llm_cohort(agents, client, p, ctx, r)`` returns the replicate's LLM cohort, in the
+population with the others and checkpointed with it (its ``state_dict``); it keeps its own
+time (``llm_latency`` is its to honour). A cohort with ``async after(world, t)`` sees the world
+(numpy) after ``t`` steps (``t = 0``: before the first) and returns entries of it to replace
+(what its agents did outside the step), before the reporters read it; such a cohort also has
+``async settle()`` (called before a checkpoint: work in flight lands) and ``close()``.
+``features`` may be a function of the parameters; a feature's width is its observation's.
 """
 
 from __future__ import annotations
@@ -171,12 +182,15 @@ class Study(Scenario):
     prompt: ClassVar[Any] = ""  # LLM agents: a str.format template over one agent's observation
     system: ClassVar[str] = ""  # LLM agents' system prompt (default: the cohort's)
     reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
-    features: ClassVar[tuple[str, ...]] = ()  # learned agents' observation fields (default: all)
+    features: ClassVar[
+        Any
+    ] = ()  # learned agents' observation fields (default: all), or features(p)
     axes: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # labels of a reporter's trailing axes
     axis_labels: ClassVar[Mapping[str, tuple]] = {}  # an axis's positions' names (default: index)
     reporters: ClassVar[Mapping[str, Reporter]] = {}
     agent_reporters: ClassVar[Mapping[str, Reporter]] = {}  # recorded at the last step
     sparse: ClassVar[tuple[str, ...]] = ()  # scalar reporters whose NaN values make no rows
+    initial: ClassVar[tuple[str, ...]] = ()  # reporters also recorded at time 0 (outcome None)
     checkpointing = True
     capacity = None  # optional capacity(p) -> int: agents' slots at first (births and deaths)
 
@@ -220,6 +234,7 @@ class Study(Scenario):
     retrieve = None  # optional retrieve(fields, p) -> query: artifacts an LLM agent is shown
     publish = None  # optional publish(fields, reply, p) -> artifact an LLM agent publishes
     stop = None  # optional stop(world, p) -> bool: the replicate is done (module docstring)
+    llm_cohort = None  # optional llm_cohort(agents, client, p, ctx, r) -> the study's LLM agents
     stop_every: ClassVar[int] = 50  # steps between checks of ``stop``
 
     def horizon(self, config: Any) -> tuple[float, str]:
@@ -271,9 +286,14 @@ class Study(Scenario):
                 _, k_step = engine.step_keys(key, t)
                 world, out = f["step"](k_step, world, actions)
                 rewards = cls.reward(world, out, cfg) if cls.reward is not None else None
-                return world, engine.report(cls.reporters, world, out), rewards
+                return world, engine.report(cls.reporters, world, out), rewards, out
 
             return jax.jit(moment)
+        if what == "report":
+            return jax.jit(partial(engine.report, cls.reporters))
+        if what == "initial":  # a batch of initial worlds' reporters named in ``initial``
+            named = {k: cls.reporters[k] for k in cls.initial}
+            return jax.jit(jax.vmap(lambda w: engine.report(named, w, None)))
         if what == "observe":
             return jax.jit(f["observe"])
         if what in ("due", "done"):
@@ -351,6 +371,13 @@ class Study(Scenario):
         ctx.recorder.record(rows.pop("time"), rows.pop("metric"), rows.pop("value"), **rows)
         return last  # the same rows in the same order however the run was cut in chunks
 
+    def _record_initial(self, cfg: Any, ctx: RunContext, reps: np.ndarray, worlds: Any) -> None:
+        """Rows at time 0 of the reporters named in ``initial``, from the initial ``worlds``
+        (a batch), e.g. a learning curve's first evaluation."""
+        if type(self).initial:
+            values = self._compiled(cfg, "initial")(worlds)
+            self._record(cfg, ctx, reps, -1, {k: np.asarray(v)[:, None] for k, v in values.items()})
+
     def _rows(self, ctx: RunContext, name: str, time: Any, v: Any, reps: Any, kinds: Any) -> None:
         """Record an agent reporter's ``v`` (replicates, agents, *axes) at ``time``, labelled by
         agent and kind (``kinds``); trailing axes are labelled by the study's ``axes``."""
@@ -415,6 +442,9 @@ class Study(Scenario):
         if (
             size == self._steps(cfg) and ctx.checkpoints.path is None and not stops
         ):  # one compiled call, no clock needed
+            if type(self).initial:  # the initial worlds again, for their rows
+                init = self._compiled(cfg, "init")
+                self._record_initial(cfg, ctx, reps, init(ctx.rng.keys("world", reps)))
             seed, stream = np.uint32(ctx.seed), np.uint32(tag("world"))
             world, values = self._fitted(
                 cfg, lambda cap: self._compiled(cfg, "whole", size, cap)(seed, stream, reps)
@@ -444,6 +474,7 @@ class Study(Scenario):
         saved = ctx.checkpoints.resume(b, sim)
         if saved is None:
             state["world"] = self._compiled(cfg, "init")(keys)
+            self._record_initial(cfg, ctx, reps, state["world"])
             sim.at(0.0, advance, 0, name="steps")
         else:
             like = jax.eval_shape(self._compiled(cfg, "init"), keys)
@@ -477,7 +508,10 @@ class Study(Scenario):
         from society.driver import drive
         from society.population import uses_llm
 
-        if uses_llm(cfg, self._agents(cfg, ctx)) and not (type(self).prompt or type(self).render):
+        study = type(self)
+        if uses_llm(cfg, self._agents(cfg, ctx)) and not (
+            study.prompt or study.render or study.llm_cohort
+        ):
             raise ConfigError(
                 f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)"
             )
@@ -507,7 +541,10 @@ class Study(Scenario):
 
         acts, f = type(self).actions, self._bound(cfg)
         obs = jax.eval_shape(f["observe"], jax.eval_shape(f["init"], ctx.rng.key("world", r)))
-        features = list(type(self).features) or (sorted(obs) if isinstance(obs, dict) else [])
+        features = type(self).features
+        features = list(features(cfg) if callable(features) else features)
+        features = features or (sorted(obs) if isinstance(obs, dict) else [])
+        features = {k: int(np.prod(obs[k].shape[1:])) for k in features}  # widths
         Choice, to_action, answer = self._reply(cfg)
         prompt, render, system = type(self).prompt, type(self).render, type(self).system
         system = {"system_prompt": system(cfg) if callable(system) else system} if system else {}
@@ -535,7 +572,8 @@ class Study(Scenario):
                 actions="continuous" if isinstance(acts, Continuous) else len(acts.choices),
                 key=ctx.rng.key("learned", r), **more.get("learned", {}),
             ),
-            "llm": lambda a: rendered(LLMCohort(
+            "llm": lambda a: type(self).llm_cohort(a, client, cfg, ctx, r) if type(self).llm_cohort
+            else rendered(LLMCohort(
                 "llm", a, client, schema=Choice, fallback=answer(acts.fallback), to_action=to_action,
                 template=prompt(cfg) if callable(prompt) else prompt, **(system | llm_more),
                 sample_of=lambda agent: r * k + agent % k,  # replicates draw apart (the client
@@ -672,6 +710,8 @@ class Study(Scenario):
         # LLM replies as events: with llm_latency L, LLM agents are asked at t and their
         # reply is their choice from t + L on (until then, their last one).
         late = getattr(cfg, "llm_latency", 0) and "llm" in [c.name for c in pop.cohorts]
+        late = late and type(self).llm_cohort is None  # a study's own LLM agents keep their time
+        after = [c for c in pop.cohorts if hasattr(c, "after")]
         slow = pop.cohort("llm").agents if late else ids[:0]
         fast = np.setdiff1d(ids, slow)
         acts = type(self).actions
@@ -683,7 +723,7 @@ class Study(Scenario):
         every = parse_every(getattr(cfg, "act_every", None))
         state["choice"] = np.full(ids.size, acts.fallback, dtype)
         state["decisions"], state["return"] = [], np.zeros(ids.size)  # episodes (``done``)
-        not_llm = kinds != "llm"  # once: comparing strings per agent costs ms a step
+        state["llm"] = kinds == "llm"  # once (and at births): comparing strings costs ms a step
         shelf = None  # the artifact store (``retrieve``, ``publish``)
         if type(self).retrieve is not None or type(self).publish is not None:
             shelf = _Shelf(self, cfg, ctx, r, pop.cohort("llm") if "llm" in kinds else None)
@@ -703,9 +743,10 @@ class Study(Scenario):
             for kind, k in every.items():
                 idle |= (kinds == kind) & (t % k != 0)
             actions[idle] = state["choice"][idle]
-            asked = fast[(due[fast] | not_llm[fast]) & ~idle[fast]]
+            is_llm = state["llm"]
+            asked = fast[(due[fast] | ~is_llm[fast]) & ~idle[fast]]
             whole = asked.size == ids.size
-            talkers = asked[kinds[asked] == "llm"]
+            talkers = asked[is_llm[asked]]
             if type(self).talk is not None and "llm" in kinds:  # LLM agents post, then choose
                 await self._talk(cfg, ctx, r, t, pop.cohort("llm"), talkers, rows(talkers))
             if shelf is not None and talkers.size:  # LLM agents look up artifacts first
@@ -729,7 +770,12 @@ class Study(Scenario):
                     sim.at(float(t + cfg.llm_latency), reply, name="reply", priority=-1)
                 actions[slow] = state["held"]
             state["choice"] = actions.copy()
-            state["world"], values, rewards = moment(state["world"], key, t, jnp.asarray(actions))
+            state["world"], values, rewards, out = moment(
+                state["world"], key, t, jnp.asarray(actions)
+            )
+            if after:  # cohorts' work after the step, on the world the reporters then see
+                await see(t + 1)
+                values = self._compiled(cfg, "report")(state["world"], out)
             if rewards is not None:  # LLM agents with a latency learn when their reply lands
                 learners = fast[due[fast] & ~idle[fast]]
                 seen = obs if learners.size == ids.size else rows(learners)
@@ -756,6 +802,7 @@ class Study(Scenario):
                 values = {**values, **shelf.rows()}
             if isinstance(state["world"], dict) and "child_of" in state["world"]:
                 await self._births(cfg, ctx, r, t, state["world"], pop, kinds)
+                state["llm"] = kinds == "llm"
             stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
             if stops and not stop and t + 1 < self._steps(cfg):
                 stop = self._stopped(
@@ -785,6 +832,19 @@ class Study(Scenario):
             if shelf is not None:
                 shelf.answered(llm.answered, sim.now)
 
+        async def see(t: int) -> None:
+            """Each cohort with ``after`` sees the world (numpy) after ``t`` steps and may
+            replace entries of it (what its agents did outside the step, e.g. LLM calls)."""
+            world = state["world"]
+            for c in after:
+                host = jax.tree_util.tree_map(np.asarray, world)
+                patch = await c.after(host, t)
+                for k, v in (patch or {}).items():  # a leaf given back as it was stays put
+                    world = {**world, k: jax.tree_util.tree_map(
+                        lambda old, seen, new: old if new is seen else jnp.asarray(new, old.dtype),
+                        world[k], host[k], v)}  # fmt: skip
+            state["world"] = world
+
         sim.handle("act", act)
         sim.handle("reply", reply)
         talked = ctx.run_dir / "messages.jsonl" if ctx.run_dir is not None else None
@@ -797,6 +857,11 @@ class Study(Scenario):
                 code = (kinds == "learned") + 2 * (kinds == "llm")
                 state["world"]["kind"] = jnp.asarray(code, state["world"]["kind"].dtype)
             sim.at(0.0, act, 0, name="act")
+            if after:
+                await see(0)
+            self._record_initial(
+                cfg, ctx, reps, jax.tree_util.tree_map(lambda x: x[None], state["world"])
+            )
             if type(self).persona is not None and "llm" in kinds:  # written before step 0
                 await self._personas(cfg, r, state["world"], pop.cohort("llm"), ids[kinds == "llm"])
         else:
@@ -815,11 +880,14 @@ class Study(Scenario):
                     fh.truncate(int(saved.get("talked", 0)))
             pop.load_state_dict(saved["population"])
             kinds[:] = [pop.cohorts[i].name for i in pop.cohort_of]  # births changed them
+            state["llm"] = kinds == "llm"
             if shelf is not None:
                 shelf.load_state_dict(saved["shelf"])
 
         async def save() -> dict[str, Any]:
             """The run as data: a request in flight is saved once its reply is in."""
+            for c in after:
+                await c.settle()
             if inspect.isawaitable(state["asked"]):
                 state["asked"] = np.asarray(await state["asked"], dtype)
             return {
@@ -842,6 +910,8 @@ class Study(Scenario):
         finally:
             if shelf is not None:
                 shelf.store.close()
+            for c in after:
+                c.close()
         world = jax.tree_util.tree_map(lambda x: x[None], state["world"])
         done = self._finish(cfg, ctx, reps, world, state["last"], kinds[None])
         ctx.checkpoints.finish(r, {k: v.tolist() for k, v in done.items()})

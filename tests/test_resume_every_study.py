@@ -46,6 +46,7 @@ SMALL = {  # a few steps of a small world each (what the test is about is the fr
         "strategies": "conditional,punisher,rewarder",
     },  # fmt: skip
     "schelling": {"width": 6, "height": 6, "steps": 4},
+    "skill-society": {"population": 9, "steps": 4, "eval_every": 2, "llm_eval_tasks": 1},
     "social-network": {"population": 40, "steps": 4},
     "wolf-sheep": {"width": 8, "height": 8, "initial_sheep": 10, "initial_wolves": 4, "steps": 4},
 }

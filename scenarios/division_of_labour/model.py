@@ -34,6 +34,7 @@ from scenarios.division_of_labour.dynamics import (
 from scenarios.division_of_labour.prompts import SYSTEM, Work, template
 from sim_core.experiment import save_figure
 from society.metrics import task_entropy
+from society.metrics.specialisation import dol_index_jax, entropies_jax
 from society.study import Discrete, Study
 
 CONSTANTS = (
@@ -54,25 +55,15 @@ def _offer(key, n, p):
     return jax.random.uniform(key, (n, 3))
 
 
-def _entropy(c):
-    """Shannon entropy (nats) of each row of counts ``c``, and the rows' totals."""
-    tot = c.sum(-1, keepdims=True)
-    q = c / jnp.maximum(tot, 1e-30)
-    return -jnp.sum(jnp.where(q > 0, q * jnp.log(jnp.where(q > 0, q, 1.0)), 0.0), -1), tot[..., 0]
-
-
 def dol(w, out):
     """I / H(task) of the act counts (Gorelick et al. 2004), with I = H(task) - H(task |
     agent) (exactly 1 for specialists); NaN while nothing was done."""
-    h_agent, acts = _entropy(w["counts"])
-    h_task, total = _entropy(w["counts"].sum(0))
-    mi = h_task - jnp.sum(acts * h_agent) / total
-    return jnp.where(h_task > 0, jnp.clip(mi, 0.0, h_task) / h_task, jnp.nan)
+    return dol_index_jax(w["counts"])
 
 
 def entropy(w, out):
     """Mean normalised entropy of each agent's tasks, over agents with acts (NaN if none)."""
-    h, acts = _entropy(w["counts"])
+    h, acts = entropies_jax(w["counts"])
     h, some = jnp.clip(h / jnp.log(w["counts"].shape[1]), 0.0, 1.0), acts > 0
     return jnp.where(some.any(), jnp.sum(jnp.where(some, h, 0.0)) / some.sum(), jnp.nan)
 

@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from society.fields import Graph, Kind, Share, SharedConfig, Split, default
+from society.fields import Graph, GraphFields, Kind, Share, SharedConfig, Split, default
 
 
-class SkillSocietyConfig(SharedConfig):
+class SkillSocietyConfig(GraphFields, SharedConfig):
     """A society that learns from experience through shared and inherited artifacts, scored on held-out tasks."""
 
     agents: Kind = default(
@@ -41,9 +41,7 @@ class SkillSocietyConfig(SharedConfig):
         description="who sees an agent's artifacts: nobody else, its graph neighbours, everyone, or "
         "agents of the artifact's niche who score lower than its author",
     )
-    graph: Graph = Field("small-world", description="topology (or an edge-list file)")
-    degree: int = Field(4, ge=1, description="graph degree (mean degree for random graphs)")
-    rewire: Share = Field(0.1, description="small-world rewiring probability")
+    graph: Graph = default("small-world")
     allocation: Literal["random", "self-select", "bidding", "router"] = Field(
         "self-select",
         description="which domain an agent attempts: a random one, its own choice, its choice "
@@ -125,7 +123,7 @@ class SkillSocietyConfig(SharedConfig):
         ge=0,
         description="llm agents: moments between asking and the reply's effect. 0: the moment "
         "waits for the replies; k >= 1: an attempt started at moment t is a request in flight "
-        "and its reply arrives as an event at t + k (after that moment's numeric work), so "
+        "and its reply lands at moment t + k (after that moment's numeric work), so "
         "numeric agents keep stepping while LLM calls are out; each llm agent then attempts "
         "once every k moments. Results do not depend on how long the calls really take",
     )
@@ -140,6 +138,11 @@ class SkillSocietyConfig(SharedConfig):
             )
         if self.experts > self.population:
             raise ValueError(f"experts ({self.experts}) must be <= population ({self.population})")
+        if self.eval_every % self.record_every or self.steps % self.record_every:
+            raise ValueError(
+                f"eval_every ({self.eval_every}) and steps ({self.steps}) must be multiples of "
+                f"record_every ({self.record_every}): checkpoints are recorded moments"
+            )
         if self.eval_every > self.steps * self.generations:
             raise ValueError(
                 f"eval_every ({self.eval_every}) must be <= steps * generations "

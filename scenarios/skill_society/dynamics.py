@@ -11,10 +11,11 @@ domain (true quality, usefulness posterior, the rule it states, a version counte
 sees whose slot follows ``sharing`` over the graph, exactly as the artifact store's
 policies do. Retired playbooks (used often, rarely followed by success) are cleared.
 
-Agents of all replicates share one leading axis (``replicate * n + seat``); the graph of a
-batch is block-diagonal, so neighbour gathers never cross replicates. Everything here is
-pure: ``step(key, world, choice, params, nb, active) -> (world, outcome)``; no Python loop
-over agents or edges (the loop over domains in :func:`evaluate` is over a handful).
+The study (``model.py``) steps one replicate's world; the functions take agents of several
+replicates on one leading axis too (``replicate * n + seat``, a block-diagonal graph).
+Everything here is pure: ``step(key, world, choice, params, nb, active, ids) -> (world,
+outcome)``; no Python loop over agents or edges (the loop over domains in :func:`evaluate` is
+over a handful).
 """
 
 from __future__ import annotations
@@ -198,25 +199,6 @@ def _gumbel(u: jax.Array) -> jax.Array:
     return -jnp.log(-jnp.log(u))
 
 
-@jax.jit
-def rule_choice(key: jax.Array, w: World, p: Params, ids: jax.Array) -> jax.Array:
-    """Rule agents' domain: a softmax choice over own success estimates (weighed by price
-    when bidding) at temperature RULE_TEMPERATURE (Gumbel-max), or with probability
-    ``explore`` a random domain."""
-    a, d = w.est.shape
-    value = w.est * (w.price[jnp.arange(a) // p.n] if p.allocation == "bidding" else 1.0)
-    u = uniforms(key, ids, d + 2)
-    greedy = jnp.argmax(value + RULE_TEMPERATURE * _gumbel(u[:, :d]), axis=1)
-    rand = jnp.minimum(jnp.floor(u[:, d] * d), d - 1).astype(jnp.int32)
-    return jnp.where(u[:, d + 1] < p.explore, rand, greedy).astype(jnp.int32)
-
-
-def observe(w: World, p: Params) -> dict[str, jax.Array]:
-    """What rule and learned agents see: their own success estimates (and prices)."""
-    a = w.est.shape[0]
-    return {"estimate": w.est, "price": w.price[jnp.arange(a) // p.n]}
-
-
 def _team_success(u: jax.Array, prob: jax.Array, p: Params) -> jax.Array:
     """One draw per team: 1 - prod_k (1 - w_k p_k), w_k = decay ** (links from the answerer)."""
     ts = p.team_size
@@ -372,9 +354,3 @@ def turnover(w: World, p: Params, inherit: jax.Array) -> World:
         attempts=fresh,
         successes=fresh,
     )
-
-
-def reach(w: World, quality: float, active: np.ndarray, n: int) -> np.ndarray:
-    """(R,) share of active agents holding a playbook of at least ``quality`` in some domain."""
-    has = np.asarray(w.art_q.max(1) >= quality) & active
-    return has.reshape(-1, n).sum(1) / np.maximum(active.reshape(-1, n).sum(1), 1)

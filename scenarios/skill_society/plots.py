@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scenarios.skill_society.model import NICHE_ROWS
 from scenarios.skill_society.tasks import DOMAINS, SPLITS
 from sim_core.experiment import save_figure
+from society.topology import topology_of
 
 MAX_LINEAGE = 300  # artifacts drawn in the lineage plot (the newest)
 
@@ -55,9 +57,9 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
         fig.legend(fontsize=8, loc="upper left")
         written.append(save_figure(fig, plots_dir / "division_of_labour.png"))
     niche = frame[(frame["metric"] == "niche") & (frame["replicate"] == 0)]
-    edges_file = run_dir / "graph-r0.npy"
-    if not niche.empty and edges_file.exists():
-        written.append(_network(plt, niche, np.load(edges_file), plots_dir))
+    if not niche.empty:  # the graph of the first agents (one graph per parameters)
+        e = topology_of(cfg).edges
+        written.append(_network(plt, niche, e[(e < NICHE_ROWS).all(1)], plots_dir))
     store = run_dir / "artifacts-r0.sqlite"
     if store.exists():
         path = _lineage(plt, store, plots_dir)

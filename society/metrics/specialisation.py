@@ -220,6 +220,41 @@ def emergent_niches(
     }
 
 
+def entropies_jax(counts: Any) -> tuple[Any, Any]:
+    """Shannon entropy (nats) of each row of ``counts`` and the rows' totals, traceable (a
+    study's reporter inside compiled steps)."""
+    import jax.numpy as jnp
+
+    tot = counts.sum(-1, keepdims=True)
+    q = counts / jnp.maximum(tot, 1e-30)
+    h = -jnp.sum(jnp.where(q > 0, q * jnp.log(jnp.where(q > 0, q, 1.0)), 0.0), -1)
+    return h, tot[..., 0]
+
+
+def dol_index_jax(counts: Any) -> Any:
+    """:func:`dol_index`'s ``dol_indiv_to_task`` (I / H(task), with I = H(task) - H(task |
+    individual)) as a traceable JAX function; NaN while nothing was done."""
+    import jax.numpy as jnp
+
+    h_indiv, acts = entropies_jax(counts)
+    h_task, total = entropies_jax(counts.sum(0))
+    mi = h_task - jnp.sum(acts * h_indiv) / jnp.maximum(total, 1e-30)
+    return jnp.where(h_task > 0, jnp.clip(mi, 0.0, h_task) / jnp.maximum(h_task, 1e-30), jnp.nan)
+
+
+def emergent_niches_jax(counts: Any, min_share: float = 0.5, min_size: float = 0.05) -> Any:
+    """:func:`emergent_niches`' ``n_niches`` by the dominant rule, as a traceable JAX function
+    (0 while nothing was done)."""
+    import jax.numpy as jnp
+
+    acts = counts.sum(1)
+    q = counts / jnp.maximum(acts, 1e-30)[:, None]
+    lab = jnp.where((acts > 0) & (q.max(1) >= min_share), q.argmax(1), -1)
+    size = (lab[:, None] == jnp.arange(counts.shape[1])).sum(0)
+    big = size >= jnp.maximum(min_size * (acts > 0).sum(), 1e-12)
+    return jnp.sum(big & (size > 0)).astype(jnp.float32)
+
+
 def role_stability(roles: Any) -> dict[str, Any]:
     """Share of agents keeping their role from one window to the next.
 
