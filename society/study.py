@@ -182,9 +182,7 @@ class Study(Scenario):
     prompt: ClassVar[Any] = ""  # LLM agents: a str.format template over one agent's observation
     system: ClassVar[str] = ""  # LLM agents' system prompt (default: the cohort's)
     reply: ClassVar[Any] = None  # LLM agents' answer: a pydantic model of one field, the action
-    features: ClassVar[
-        Any
-    ] = ()  # learned agents' observation fields (default: all), or features(p)
+    features: ClassVar[Any] = ()  # learned agents' observation fields (all), or features(p)
     axes: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # labels of a reporter's trailing axes
     axis_labels: ClassVar[Mapping[str, tuple]] = {}  # an axis's positions' names (default: index)
     reporters: ClassVar[Mapping[str, Reporter]] = {}
