@@ -18,7 +18,7 @@ import scenarios
 import society.study
 from scenarios.cli import main
 from sim_core.errors import ConfigError
-from society.cohorts import LearnedCohort, RuleCohort
+from society.cohorts import Cohort, LearnedCohort, RuleCohort
 from society.llm.testserver import TestServer
 from society.study import Discrete, Study, StudyParams
 
@@ -470,3 +470,80 @@ def test_chunks_compile_once_whatever_the_types_of_the_first_world(tmp_path: Pat
     assert run.summary["metrics"]["x"]["values"] == [6, 6]
     chunk = Weak()._compiled(Weak.Params(steps=3), "chunk", 1)
     assert chunk._cache_size() == 1
+
+
+class Begin(Alternator):
+    """Alternator with its step count recorded from the initial world on (``initial``)."""
+
+    reporters = {**Alternator.reporters, "t": lambda w, out: w}
+    initial = ("t",)
+
+
+def test_initial_rows_are_the_initial_worlds_whatever_the_path(tmp_path: Path) -> None:
+    """A reporter named in ``initial`` has a row at time 0, the initial world's, in a whole
+    compiled run, in checkpointed chunks and moment by moment with cohorts: the same rows."""
+    run = partial(scenarios.run, Begin, seed=1, replicates=2, population=4, steps=3)
+    whole = run(write=False, agents="rules")
+    m = whole.metrics.query("metric == 't'")
+    assert (
+        m["time"].tolist() == [0, 0, 1, 1, 2, 2, 3, 3] and m["value"].tolist() == m["time"].tolist()
+    )
+    assert not whole.metrics.query("metric == 'b'")["time"].isin([0]).any()
+    for other in (run(out=tmp_path / "c", checkpoint_every=1, agents="rules"),
+                  run(write=False, agents="mixed", split="rules:1")):  # fmt: skip
+        pd.testing.assert_frame_equal(_frame(other), _frame(whole))
+
+
+class Listeners(Cohort):
+    """LLM agents of a study's own that call no model: after each step they add the steps done
+    to the world's ``heard`` (``after``)."""
+
+    is_async = True
+
+    async def aact(self, agents, obs, key):
+        return np.zeros(len(agents), np.int32)
+
+    async def after(self, world, t):
+        return {"heard": world["heard"] + t}
+
+    async def settle(self):
+        pass
+
+    def close(self):
+        pass
+
+
+class Heard(Alternator):
+    reporters = {"heard": lambda w, out: w["heard"]}
+
+    def init(key, p):
+        return {"t": jnp.int32(0), "heard": jnp.float32(0)}
+
+    def observe(w, p):
+        return {"t": jnp.full(p.population, w["t"], jnp.float32)}
+
+    def step(key, w, act, p):
+        return {**w, "t": w["t"] + 1}, act.astype(jnp.float32)
+
+    def llm_cohort(agents, client, p, ctx, r):
+        return Listeners("llm", agents)
+
+
+def test_a_study_s_own_llm_agents_change_the_world_after_each_step(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``llm_cohort``'s cohort sees the world before the first step and after each (``after``),
+    its entries replace the world's before the reporters read it: after t steps ``heard`` is
+    0 + 1 + ... + t. Killed after a checkpoint, the run resumes to the same rows."""
+    config = {"agents": "mixed", "split": "rules:1,llm:1", "population": 4, "steps": 5}
+    srv = TestServer(reply=coins_reply).start_in_thread()
+    try:
+        kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1"}
+        reference = scenarios.run(Heard, seed=SEED, write=False, **kw, **config)
+        m = reference.metrics.query("metric == 'heard'")
+        assert m["value"].tolist() == [t * (t + 1) / 2 for t in range(1, 6)]
+        out = tmp_path / "run"
+        killed_in_process(monkeypatch, Heard, 2, out, config, **kw)
+        same_run(scenarios.run(Heard, seed=SEED, resume=out, config=config, **kw), reference, out)
+    finally:
+        srv.stop()

@@ -712,20 +712,3 @@ class LearnedCohort(Cohort):
         super().load_state_dict(state)
         self.state, self.fit, self.center = tree["state"], tree["fit"], tree["center"]
         self.learn_calls = int(state["learn_calls"])
-
-
-def reinforce_cohort(
-    ids: np.ndarray, features: Sequence[str], *, learning_rate: float, key: jax.Array
-) -> LearnedCohort:
-    """The learned cohort most scenarios use: one number in [0, 1] per agent from its
-    ``features``, learned by REINFORCE with step ``learning_rate``.
-    Its draws depend on (``key``, agent id) only, so batching does not change them."""
-    return LearnedCohort(
-        "learned",
-        ids,
-        features=features,
-        actions="continuous",
-        rule="reinforce",
-        learning_rate=learning_rate,
-        key=key,
-    )
