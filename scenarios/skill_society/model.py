@@ -121,7 +121,7 @@ class SkillSociety(Study):
             _initial(w) if out is None else jnp.where(w["checked"], _scores(w, "last"), jnp.nan)
         ),
         "dol_index": lambda w, out: jnp.where(w["checked"], w["dol"], jnp.nan),
-        "niches": lambda w, out: jnp.where(w["checked"], w["niches"], jnp.nan),
+        "niches": lambda w, out: jnp.where(w["checked"] | (out is None), w["niches"], jnp.nan),
         "artifacts": lambda w, out: jnp.where(
             w["checked"] | (out is None), w["artifacts"], jnp.nan
         ),
@@ -133,7 +133,7 @@ class SkillSociety(Study):
     axes = {"success_rate": ("kind",), "price": ("domain",), "score": ("split", "kind")}
     axis_labels = {"kind": KINDS, "domain": DOMAINS, "split": SPLITS}
     sparse = ("dol_index", "niches", "artifacts", "code_runs", "code_failures")
-    initial = ("score", "artifacts")  # the learning curves start at moment 0
+    initial = ("score", "niches", "artifacts")  # the curves start at moment 0
     agent_reporters = {"niche": lambda w, out: dyn.niche_of(w["skill"])[:NICHE_ROWS]}
     headline = ()
 
