@@ -349,6 +349,9 @@ class Study(Scenario):
             return last
         study, parts = type(self), []
         for j, (name, v) in enumerate(kept.items()):
+            sparse = study.axes.get(name) or name in study.sparse or name in _Shelf.sparse
+            if sparse and np.isnan(v).all():  # no rows (e.g. an evaluation between checkpoints)
+                continue
             v = np.moveaxis(v, 1, 0)  # (steps, replicates, *axes)
             at_ = np.indices(v.shape).reshape(v.ndim, -1)
             v, axes = v.ravel(), study.axes.get(name, ())
@@ -357,9 +360,10 @@ class Study(Scenario):
             for a, i in zip(axes, at_[2:], strict=True):  # labels of the reporter's axes
                 names = study.axis_labels.get(a)
                 part[a] = np.asarray(names, object)[i] if names is not None else i.astype(object)
-            sparse = axes or name in study.sparse or name in _Shelf.sparse
             keep = ~np.isnan(v) if sparse else slice(None)  # NaN: no row
             parts.append({k: x[keep] for k, x in part.items()})
+        if not parts:
+            return last
         rows = {  # one recorder call; a label a reporter has not is None (null)
             k: np.concatenate([p.get(k, np.full(p["value"].size, None, object)) for p in parts])
             for k in {k for p in parts for k in p}
