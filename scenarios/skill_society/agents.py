@@ -188,7 +188,7 @@ class SkillAgents(LLMCohort):
         """Per-niche scores by store id for strong-to-weak (NaN outside the niche); agents of
         earlier generations keep no score, so their artifacts reach nobody this way."""
         n, g = self.cfg.population, self.generation
-        niche = np.where(s.attempts.sum(1) > 0, np.argmax(s.attempts, axis=1), -1)
+        niche = np.asarray(dyn.niche_of(s))
         out = {}
         for d, name in enumerate(DOMAINS):  # a handful of domains
             score = np.full((g + 1) * n, np.nan)
@@ -202,7 +202,7 @@ class SkillAgents(LLMCohort):
         if not k or not numeric.any():
             return
         q, rule, version = s.art_q, s.art_rule, s.art_version
-        m = np.where(q > 0, s.art_a / (s.art_a + s.art_b), 0.0)
+        m = np.asarray(dyn.measured(s))
         score = np.where(numeric[:, None] & (q > 0), m + 1e-3 * q, -1.0)
         items = []
         for d, name in enumerate(DOMAINS):  # domains, not agents
