@@ -135,10 +135,16 @@ def default(value: Any, description: str | None = None, **bounds: Any) -> Any:
     return _Default(value, description, bounds)
 
 
-class StudyConfig(BaseModel):
-    """Base of a scenario config: unknown parameters are refused, renamed ones are named."""
+# A class being built -> its `default(...)` fields' shared meanings (used when the study
+# gives neither a description nor a docstring).
+_SHARED_MEANINGS: dict[type, dict[str, str | None]] = {}
 
-    model_config = ConfigDict(extra="forbid")
+
+class StudyConfig(BaseModel):
+    """Base of a scenario config: unknown parameters are refused, renamed ones are named.
+    A parameter's meaning is the docstring under it (``society describe`` shows it)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         # Before pydantic collects the fields: each `default(...)` becomes the shared field.
@@ -146,6 +152,17 @@ class StudyConfig(BaseModel):
         for name, value in list(vars(cls).items()):
             if isinstance(value, _Default):
                 setattr(cls, name, _shared_field(cls, name, value))
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        # A shared field without a meaning (or docstring) of the study's own keeps the shared
+        # one; a docstring wrapped over lines is one line of meaning.
+        super().__pydantic_init_subclass__(**kwargs)
+        shared = _SHARED_MEANINGS.pop(cls, {})
+        for name, field in cls.model_fields.items():
+            field.description = field.description or shared.get(name)
+            if field.description and "\n" in field.description:
+                field.description = " ".join(field.description.split())
 
     @model_validator(mode="before")
     @classmethod
@@ -176,14 +193,12 @@ hundreds of GiB (sim_core.experiment checks the memory estimate against the mach
 class KindFields(StudyConfig):
     """Who the agents are."""
 
-    agents: Kind = Field(
-        "rules", description="kind of agent: rules, learned, llm, or mixed (see split)"
-    )
-    split: Split | None = Field(
-        None,
-        description="agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' "
-        "(counts by largest remainder); ignored otherwise",
-    )
+    agents: Kind = "rules"
+    """kind of agent: rules, learned, llm, or mixed (see split)"""
+
+    split: Split | None = None
+    """agents=mixed: proportions of each kind, e.g. 'rules:8,learned:1,llm:1' (counts by largest
+    remainder); ignored otherwise"""
 
     # A study that refuses a split unless agents=mixed (others ignore it).
     split_only_mixed: ClassVar[bool] = False
@@ -200,7 +215,8 @@ class KindFields(StudyConfig):
 class PopulationFields(KindFields):
     """Who the agents are and how many."""
 
-    population: int = Field(100, ge=2, description="number of agents N")
+    population: int = Field(100, ge=2)
+    """number of agents N"""
 
     @field_validator("population", check_fields=False)
     @classmethod
@@ -217,45 +233,45 @@ class GraphFields(StudyConfig):
     every replicate, built once per these values by ``society.topology.topology_of``. A study
     redeclares ``graph`` or ``degree`` for its own default."""
 
-    graph: Graph = Field(
-        "random-regular",
-        description="complete | cycle | lattice | random-regular | erdos-renyi | small-world | "
-        "scale-free | a path to an edge-list file ('u v' per line)",
-    )
-    degree: int = Field(
-        4,
-        ge=1,
-        description="k: random-regular degree, small-world ring degree, erdos-renyi mean "
-        "degree, scale-free 2m (other graphs ignore it)",
-    )
-    neighbourhood: Literal["moore", "von-neumann"] = Field(
-        "von-neumann", description="lattice neighbourhood"
-    )
-    periodic: bool = Field(True, description="lattice wraps around (torus)")
-    rewire: float = Field(0.1, ge=0.0, le=1.0, description="small-world rewiring probability")
-    graph_seed: int = Field(
-        0, ge=0, description="seed of the random graph (one graph for every replicate and run seed)"
-    )
+    graph: Graph = "random-regular"
+    """complete | cycle | lattice | random-regular | erdos-renyi | small-world | scale-free | a path
+    to an edge-list file ('u v' per line)"""
+
+    degree: int = Field(4, ge=1)
+    """k: random-regular degree, small-world ring degree, erdos-renyi mean degree, scale-free 2m
+    (other graphs ignore it)"""
+
+    neighbourhood: Literal["moore", "von-neumann"] = "von-neumann"
+    """lattice neighbourhood"""
+
+    periodic: bool = True
+    """lattice wraps around (torus)"""
+
+    rewire: float = Field(0.1, ge=0.0, le=1.0)
+    """small-world rewiring probability"""
+
+    graph_seed: int = Field(0, ge=0)
+    """seed of the random graph (one graph for every replicate and run seed)"""
 
 
 class LearningFields(StudyConfig):
     """How learned agents learn."""
 
-    learning_rate: float = Field(
-        0.05, gt=0.0, description="learned agents: step size of their updates"
-    )
+    learning_rate: float = Field(0.05, gt=0.0)
+    """learned agents: step size of their updates"""
 
 
 class LLMFields(StudyConfig):
     """How LLM agents are asked (the model itself is a run option: --llm, --api-base)."""
 
-    llm_temperature: float = Field(
-        0.0, ge=0.0, le=2.0, description="LLM agents: sampling temperature"
-    )
-    llm_max_tokens: int = Field(96, gt=0, description="LLM agents: reply limit in tokens")
-    llm_budget_tokens: int | None = Field(
-        None, gt=0, description="LLM agents: stop the run cleanly once this many tokens are used"
-    )
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    """LLM agents: sampling temperature"""
+
+    llm_max_tokens: int = Field(96, gt=0)
+    """LLM agents: reply limit in tokens"""
+
+    llm_budget_tokens: int | None = Field(None, gt=0)
+    """LLM agents: stop the run cleanly once this many tokens are used"""
 
 
 class SharedConfig(LLMFields, LearningFields, PopulationFields):
@@ -268,7 +284,8 @@ SHARED_MIXINS = (PopulationFields, LearningFields, LLMFields)
 class StepFields(StudyConfig):
     """How long a study runs, in its own time unit (steps, rounds, days...)."""
 
-    steps: int = Field(100, ge=1, le=10**9, description="time steps to simulate")
+    steps: int = Field(100, ge=1, le=10**9)
+    """time steps to simulate"""
 
 
 class ModelParams(StepFields):
@@ -278,18 +295,13 @@ class ModelParams(StepFields):
 class ChoiceFields(StudyConfig):
     """When agents of each kind decide."""
 
-    llm_latency: int = Field(
-        0,
-        ge=0,
-        le=10**6,
-        description="LLM agents: steps from a request to its reply; meanwhile they keep their "
-        "last choice and every other agent keeps stepping (0: replies within the step)",
-    )
-    act_every: Every | None = Field(
-        None,
-        description="steps between each kind's decisions, e.g. 'llm:5,learned:2' (a kind not "
-        "named decides every step); between decisions its agents keep their last choice",
-    )
+    llm_latency: int = Field(0, ge=0, le=10**6)
+    """LLM agents: steps from a request to its reply; meanwhile they keep their last choice and
+    every other agent keeps stepping (0: replies within the step)"""
+
+    act_every: Every | None = None
+    """steps between each kind's decisions, e.g. 'llm:5,learned:2' (a kind not named decides every
+    step); between decisions its agents keep their last choice"""
 
 
 class StudyParams(SharedConfig, StepFields, ChoiceFields):
@@ -318,7 +330,7 @@ def _shared_field(cls: type, name: str, value: _Default) -> FieldInfo:
     bases = (getattr(base, "__pydantic_fields__", {}) for base in cls.__mro__[1:])
     shared = next((fields[name] for fields in bases if name in fields), None)
     shared = shared or OPTIONAL_FIELDS[name]
-    description = value.description or shared.description
+    _SHARED_MEANINGS.setdefault(cls, {})[name] = shared.description
     if value.bounds:
-        return Field(value.value, description=description, **value.bounds)
-    return FieldInfo.merge_field_infos(shared, default=value.value, description=description)
+        return Field(value.value, description=value.description, **value.bounds)
+    return FieldInfo.merge_field_infos(shared, default=value.value, description=value.description)

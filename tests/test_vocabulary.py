@@ -72,3 +72,31 @@ def test_the_cli_refuses_an_old_name_in_one_line(capsys, tmp_path):
     assert exit_.value.code != 0
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "'lr' is now called 'learning_rate'" in err
+
+
+@pytest.mark.parametrize("name", scenarios.names())
+def test_every_parameter_has_a_meaning_on_one_line(name):
+    """`society describe` prints one line a parameter: its description, or the docstring
+    under the field (wrapped over lines in the source, one line here)."""
+    for field, info in scenarios.config_class(name).model_fields.items():
+        assert info.description and "\n" not in info.description, (name, field)
+
+
+def test_a_user_study_documents_parameters_with_docstrings(tmp_path):
+    study = tmp_path / "doc_study.py"
+    study.write_text(
+        "from pydantic import Field\n"
+        "from society.study import ModelParams, Study\n\n\n"
+        "class Doc(Study):\n"
+        "    class Params(ModelParams):\n"
+        "        width: int = Field(10, ge=1)\n"
+        '        """grid width,\n        in cells"""\n\n'
+        "        height: int = Field(10, ge=1, description='grid height')\n"
+        '        """not read: description= wins"""\n\n'
+        "    def init(key, p):\n"
+        "        return 0\n\n"
+        "    def step(key, w, actions, p):\n"
+        "        return w, 0\n"
+    )
+    rows = {r["name"]: r["description"] for r in scenarios.describe(f"{study}:Doc")}
+    assert rows["width"] == "grid width, in cells" and rows["height"] == "grid height"

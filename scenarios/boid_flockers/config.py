@@ -8,13 +8,32 @@ from society.fields import ModelParams
 class BoidFlockersParams(ModelParams):
     """Boid flockers (Mesa's benchmark): Reynolds's boids cohere, separate and align on a torus."""
 
-    population_size: int = Field(100, ge=1, le=10**6, description="number of boids")
-    width: float = Field(100, gt=0, le=10**6, description="width of the space")
-    height: float = Field(100, gt=0, le=10**6, description="height of the space")
-    speed: float = Field(1, ge=0, description="distance a boid moves per step")
-    vision: float = Field(10, gt=0, description="radius within which a boid sees its neighbours")
-    separation: float = Field(2, ge=0, description="distance below which a boid steers away")
-    cohere: float = Field(0.03, description="weight of steering towards the neighbours")
-    separate: float = Field(0.015, description="weight of steering away from close neighbours")
-    match: float = Field(0.05, description="weight of matching the neighbours' directions")
-    steps: int = Field(100, ge=1, le=10**6, description="steps to simulate")
+    population_size: int = Field(100, ge=1, le=10**6)
+    """number of boids"""
+
+    width: float = Field(100, gt=0, le=10**6)
+    """width of the space"""
+
+    height: float = Field(100, gt=0, le=10**6)
+    """height of the space"""
+
+    speed: float = Field(1, ge=0)
+    """distance a boid moves per step"""
+
+    vision: float = Field(10, gt=0)
+    """radius within which a boid sees its neighbours"""
+
+    separation: float = Field(2, ge=0)
+    """distance below which a boid steers away"""
+
+    cohere: float = 0.03
+    """weight of steering towards the neighbours"""
+
+    separate: float = 0.015
+    """weight of steering away from close neighbours"""
+
+    match: float = 0.05
+    """weight of matching the neighbours' directions"""
+
+    steps: int = Field(100, ge=1, le=10**6)
+    """steps to simulate"""

@@ -13,13 +13,20 @@ class BoltzmannWealthParams(ModelParams):
     ``order``: sequential, each agent moves then gives in a shuffled order (Mesa's benchmark);
     tutorial, all move, then all give (Mesa's tutorial ``MoneyModel``)."""
 
-    n: int = Field(100, ge=1, le=10**7, description="number of agents")
-    width: int = Field(10, ge=1, le=10**4, description="grid width")
-    height: int = Field(10, ge=1, le=10**4, description="grid height")
-    steps: int = Field(100, ge=1, le=10**6, description="steps to simulate")
-    order: Literal["sequential", "tutorial"] = Field(
-        "sequential", description="sequential (Mesa's benchmark) or tutorial (all move, then give)"
-    )
+    n: int = Field(100, ge=1, le=10**7)
+    """number of agents"""
+
+    width: int = Field(10, ge=1, le=10**4)
+    """grid width"""
+
+    height: int = Field(10, ge=1, le=10**4)
+    """grid height"""
+
+    steps: int = Field(100, ge=1, le=10**6)
+    """steps to simulate"""
+
+    order: Literal["sequential", "tutorial"] = "sequential"
+    """sequential (Mesa's benchmark) or tutorial (all move, then give)"""
 
     @model_validator(mode="after")
     def _fits(self) -> "BoltzmannWealthParams":

@@ -13,14 +13,33 @@ class LearningAwareIPDParams(ModelParams):
     in-context learners adapt within each episode, at a rate they learn naively across episodes."""
 
     # fmt: off
-    learning: Literal["naive", "lola", "in-context"] = Field("lola", description="naive, lola (learning-aware) or in-context updates")
-    learners: int = Field(2, ge=2, le=10**6, multiple_of=2, description="learners, paired at random each step")
-    gamma: float = Field(0.96, gt=0, lt=1, description="discount of the iterated game (the paper's 0.96)")
-    step_size: float = Field(1.0, gt=0, le=100, description="learning rate of each learner's own update (delta)")
-    lookahead: float = Field(1.0, ge=0, le=100, description="LOLA: the opponent's assumed learning rate (eta)")
-    init_scale: float = Field(1.0, ge=0, le=100, description="standard deviation of the initial logits")
-    steps: int = Field(200, ge=1, le=10**6, description="simultaneous learning updates (the paper's 200)")
-    adapt: float = Field(0.02, ge=0, le=100, description="in-context: initial in-context learning rate (then learned)")
-    phases: int = Field(4, ge=1, le=100, description="in-context: phases of an episode (adapting after each)")
-    tabular: Share = Field(0.0, description="share of co-players met that are naive learners from random policies")
+    learning: Literal["naive", "lola", "in-context"] = "lola"
+    """naive, lola (learning-aware) or in-context updates"""
+
+    learners: int = Field(2, ge=2, le=10**6, multiple_of=2)
+    """learners, paired at random each step"""
+
+    gamma: float = Field(0.96, gt=0, lt=1)
+    """discount of the iterated game (the paper's 0.96)"""
+
+    step_size: float = Field(1.0, gt=0, le=100)
+    """learning rate of each learner's own update (delta)"""
+
+    lookahead: float = Field(1.0, ge=0, le=100)
+    """LOLA: the opponent's assumed learning rate (eta)"""
+
+    init_scale: float = Field(1.0, ge=0, le=100)
+    """standard deviation of the initial logits"""
+
+    steps: int = Field(200, ge=1, le=10**6)
+    """simultaneous learning updates (the paper's 200)"""
+
+    adapt: float = Field(0.02, ge=0, le=100)
+    """in-context: initial in-context learning rate (then learned)"""
+
+    phases: int = Field(4, ge=1, le=100)
+    """in-context: phases of an episode (adapting after each)"""
+
+    tabular: Share = 0.0
+    """share of co-players met that are naive learners from random policies"""
     # fmt: on

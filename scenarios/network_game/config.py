@@ -22,78 +22,89 @@ STRATEGIES = ("allc", "alld", "tft", "gtft", "random")
 class NetworkGameConfig(GraphFields, SharedConfig):
     """Evolutionary 2-strategy games (cooperate/defect) on a graph, fully vectorised."""
 
-    population: int = default(1000, "number of agents N (a square number for lattice)")
-    game: Literal["donation", "pd", "snowdrift", "stag-hunt", "custom"] = Field(
-        "donation", description="donation (b, c) or a 2x2 game with payoffs R, S, T, P"
-    )
-    b: float = Field(5.0, description="donation game: benefit to the recipient")
-    c: float = Field(1.0, description="donation game: cost to the donor")
-    R: float | None = Field(None, description="reward (C meets C); default from the game preset")
-    S: float | None = Field(None, description="sucker's payoff (C meets D)")
-    T: float | None = Field(None, description="temptation (D meets C)")
-    P: float | None = Field(None, description="punishment (D meets D)")
-    self_interaction: bool = Field(False, description="each agent also plays against itself")
-    payoff: Literal["accumulated", "average"] = Field(
-        "accumulated", description="sum or mean over games played"
-    )
+    population: int = default(1000)
+    """number of agents N (a square number for lattice)"""
+
+    game: Literal["donation", "pd", "snowdrift", "stag-hunt", "custom"] = "donation"
+    """donation (b, c) or a 2x2 game with payoffs R, S, T, P"""
+
+    b: float = 5.0
+    """donation game: benefit to the recipient"""
+
+    c: float = 1.0
+    """donation game: cost to the donor"""
+
+    R: float | None = None
+    """reward (C meets C); default from the game preset"""
+
+    S: float | None = None
+    """sucker's payoff (C meets D)"""
+
+    T: float | None = None
+    """temptation (D meets C)"""
+
+    P: float | None = None
+    """punishment (D meets D)"""
+
+    self_interaction: bool = False
+    """each agent also plays against itself"""
+
+    payoff: Literal["accumulated", "average"] = "accumulated"
+    """sum or mean over games played"""
+
     update: Literal[
         "death-birth", "birth-death", "imitation", "fermi", "best-neighbour", "proportional"
-    ] = Field("death-birth", description="strategy update rule")
-    selection: Share = Field(
-        0.1,
-        description="selection intensity w: fitness 1 - w + w*payoff "
-        "(death-birth, birth-death, imitation); negative fitness counts as 0",
-    )
-    beta: float = Field(1.0, ge=0.0, description="fermi: imitation strength")
-    synchronous: bool | None = Field(
-        None,
-        description="all agents update at once (default: no, except best-neighbour and "
-        "proportional, which are synchronous by definition)",
-    )
-    init_cooperators: float | Literal["single"] = Field(
-        0.5, description="initial share of cooperators in [0, 1] (placed at random), or 'single'"
-    )
-    steps: int = Field(
-        200,
-        ge=1,
-        description="generations (asynchronous: N single-agent updates each); "
-        "the cap when until=fixation",
-    )
-    until: Literal["steps", "fixation"] = Field(
-        "steps", description="stop after steps, or at fixation"
-    )
-    average_from: int | None = Field(
-        None,
-        ge=0,
-        description="cooperator_fraction is averaged over generations >= this (default: final value)",
-    )
+    ] = "death-birth"
+    """strategy update rule"""
+
+    selection: Share = 0.1
+    """selection intensity w: fitness 1 - w + w*payoff (death-birth, birth-death, imitation);
+    negative fitness counts as 0"""
+
+    beta: float = Field(1.0, ge=0.0)
+    """fermi: imitation strength"""
+
+    synchronous: bool | None = None
+    """all agents update at once (default: no, except best-neighbour and proportional, which are
+    synchronous by definition)"""
+
+    init_cooperators: float | Literal["single"] = 0.5
+    """initial share of cooperators in [0, 1] (placed at random), or 'single'"""
+
+    steps: int = Field(200, ge=1)
+    """generations (asynchronous: N single-agent updates each); the cap when until=fixation"""
+
+    until: Literal["steps", "fixation"] = "steps"
+    """stop after steps, or at fixation"""
+
+    average_from: int | None = Field(None, ge=0)
+    """cooperator_fraction is averaged over generations >= this (default: final value)"""
+
     record_every: int = default(1)
-    agents: Kind = default(
-        "rules",
-        description="who decides: rules (the evolutionary game above, or a rule mix with "
-        "'strategies'), learned policies, LLM agents, or a mix given by 'split'; all but plain "
-        "rules give continuous donation levels in [0, 1] and one round per generation",
-    )
+    agents: Kind = default("rules")
+    """who decides: rules (the evolutionary game above, or a rule mix with 'strategies'), learned
+    policies, LLM agents, or a mix given by 'split'; all but plain rules give continuous donation
+    levels in [0, 1] and one round per generation"""
+
     split: Split = default("rules:8,learned:1,llm:1")
-    strategies: str | None = Field(
-        None,
-        description="rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (allc, alld, tft, "
-        "gtft, random); rule agents then imitate strategies by the Fermi rule with 'beta'",
-    )
-    learning: Literal["reinforce", "social"] = Field(
-        "reinforce",
-        description="learned agents: policy gradient within a lifetime, or Fermi "
-        "imitation of a neighbour's policy (with 'beta')",
-    )
-    learning_rate: float = default(0.05, "learned agents: learning rate")
-    llm_max_tokens: int = default(32, "LLM agents: reply limit in tokens (a one-number JSON)")
+    strategies: str | None = None
+    """rule agents' strategy mix, e.g. 'allc:1,alld:1,tft:2' (allc, alld, tft, gtft, random); rule
+    agents then imitate strategies by the Fermi rule with 'beta'"""
+
+    learning: Literal["reinforce", "social"] = "reinforce"
+    """learned agents: policy gradient within a lifetime, or Fermi imitation of a neighbour's policy
+    (with 'beta')"""
+
+    learning_rate: float = default(0.05)
+    """learned agents: learning rate"""
+
+    llm_max_tokens: int = default(32)
+    """LLM agents: reply limit in tokens (a one-number JSON)"""
+
     llm_memory: int = default(4)
-    shard: bool | None = Field(
-        None,
-        description="split the agent axis over all devices with jax.sharding (one "
-        "population larger than a device); default: when more than one device is visible. "
-        "Results are the same either way",
-    )
+    shard: bool | None = None
+    """split the agent axis over all devices with jax.sharding (one population larger than a
+    device); default: when more than one device is visible. Results are the same either way"""
 
     @field_validator("strategies")
     @classmethod

@@ -8,25 +8,38 @@ from society.fields import ModelParams, Share
 class WolfSheepParams(ModelParams):
     """Wolf-sheep predation (Mesa's benchmark): sheep graze, wolves eat sheep, both breed."""
 
-    width: int = Field(
-        20, ge=3, le=10**4, description="grid width (a torus; at least 3: four distinct neighbours)"
-    )
-    height: int = Field(20, ge=3, le=10**4, description="grid height")
-    initial_sheep: int = Field(100, ge=0, le=10**7, description="sheep at the start")
-    initial_wolves: int = Field(50, ge=0, le=10**7, description="wolves at the start")
-    sheep_reproduce: Share = Field(0.04, description="chance that a sheep breeds each step")
-    wolf_reproduce: Share = Field(0.05, description="chance that a wolf breeds each step")
-    wolf_gain_from_food: float = Field(
-        20, ge=0, description="energy a wolf gains from eating a sheep"
-    )
-    grass: bool = Field(True, description="sheep eat grass for energy (without it they gain none)")
-    grass_regrowth_time: int = Field(
-        30, ge=1, le=10**6, description="steps a grass patch takes to regrow"
-    )
-    sheep_gain_from_food: float = Field(
-        4, ge=0, description="energy a sheep gains from a grass patch"
-    )
-    steps: int = Field(100, ge=1, le=10**6, description="steps to simulate")
+    width: int = Field(20, ge=3, le=10**4)
+    """grid width (a torus; at least 3: four distinct neighbours)"""
+
+    height: int = Field(20, ge=3, le=10**4)
+    """grid height"""
+
+    initial_sheep: int = Field(100, ge=0, le=10**7)
+    """sheep at the start"""
+
+    initial_wolves: int = Field(50, ge=0, le=10**7)
+    """wolves at the start"""
+
+    sheep_reproduce: Share = 0.04
+    """chance that a sheep breeds each step"""
+
+    wolf_reproduce: Share = 0.05
+    """chance that a wolf breeds each step"""
+
+    wolf_gain_from_food: float = Field(20, ge=0)
+    """energy a wolf gains from eating a sheep"""
+
+    grass: bool = True
+    """sheep eat grass for energy (without it they gain none)"""
+
+    grass_regrowth_time: int = Field(30, ge=1, le=10**6)
+    """steps a grass patch takes to regrow"""
+
+    sheep_gain_from_food: float = Field(4, ge=0)
+    """energy a sheep gains from a grass patch"""
+
+    steps: int = Field(100, ge=1, le=10**6)
+    """steps to simulate"""
 
     @model_validator(mode="after")
     def _fits(self) -> "WolfSheepParams":
