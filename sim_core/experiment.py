@@ -246,7 +246,7 @@ def study_ref(scenario: Scenario) -> str:
     not a registered one."""
     cls = type(scenario)
     file = getattr(sys.modules.get(cls.__module__), "__file__", None)
-    if cls.__module__.startswith("society_study_") and file:  # scenarios._user_study's name
+    if cls.__module__.startswith("society_study_") and file:  # society.registry._user_study's name
         return f"{Path(file).resolve()}:{cls.__qualname__}"
     return f"{cls.__module__}:{cls.__qualname__}"
 

@@ -134,7 +134,7 @@ def run_scale(
     progress: Callable[[str], None] | None = None,
 ) -> ScaleResult:
     """Run ``scenario`` (a reference ``runner`` resolves in a fresh process, e.g. a registry
-    name with ``runner="scenarios:run"``) at each population size and write the table, the
+    name with ``runner="society.registry:run"``) at each population size and write the table, the
     plot and the exponents. ``steps`` defaults to the config's value of ``steps_field``."""
     base = dict(base or {})
     say = progress or (lambda _msg: None)

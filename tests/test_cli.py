@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.cli import main, parse_set
 from sim_core.errors import ConfigError
+from society.cli import main, parse_set
 
 
 def society(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-m", "society.cli", *args], capture_output=True, text=True, cwd=cwd
     )
 
 
@@ -32,7 +32,7 @@ def test_list_and_describe(capsys):
 
 
 def test_list_does_not_import_jax():
-    code = "import sys; from scenarios.cli import main; main(['list']); print('jax' in sys.modules)"
+    code = "import sys; from society.cli import main; main(['list']); print('jax' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

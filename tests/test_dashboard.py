@@ -50,7 +50,7 @@ def live_run(tmp_path_factory):
     killed by the last test, or at teardown)."""
     run_dir = tmp_path_factory.mktemp("dash") / "live"
     cmd = [
-        sys.executable, "-m", "scenarios.cli", "run", "network-game",
+        sys.executable, "-m", "society.cli", "run", "network-game",
         "--set", "population=2000", "--set", "steps=40000", "--set", "synchronous=true", "--set", "game=snowdrift",
         "--out", str(run_dir),
     ]  # fmt: skip

@@ -21,11 +21,11 @@ import pytest
 import typer
 import typer.testing
 
-from scenarios.cli import app
+from society.cli import app
 from society.llm.testserver import TestServer
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-CLI = [sys.executable, "-m", "scenarios.cli"]
+CLI = [sys.executable, "-m", "society.cli"]
 
 # name -> (argv after the interpreter, with {tmp} and {api_base} filled in; text in stdout)
 CASES: dict[str, tuple[list[str], str]] = {
@@ -43,7 +43,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "boltzmann_study.py": (
         [
             "-m",
-            "scenarios.cli",
+            "society.cli",
             "run",
             f"{EXAMPLES / 'boltzmann_study.py'}:Boltzmann",
             "--set",
@@ -68,7 +68,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "mesa_boltzmann.py": (
         [
             "-m",
-            "scenarios.cli",
+            "society.cli",
             "run",
             f"{EXAMPLES / 'mesa_boltzmann.py'}:MesaBoltzmann",
             "--set",

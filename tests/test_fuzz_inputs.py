@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import scenarios
-from scenarios.cli import main
 from sim_core.errors import ConfigError
+from society.cli import main
 from society.llm import LLMClient, LLMConfig
 from society.llm.cache import CacheEntry, ResponseCache
 from society.llm.testserver import TestServer

@@ -15,10 +15,10 @@ import pytest
 from mesa.examples.basic.boltzmann_wealth_model.model import BoltzmannWealth
 
 import scenarios
-from scenarios.cli import main
 from sim_core.recorder import Recorder, read_metrics
 from sim_core.rng import RNG
 from sim_core.scheduler import Scheduler
+from society.cli import main
 from society.cohorts.mesa import MesaCohort, run_mesa
 from society.metrics import gini
 

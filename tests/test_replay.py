@@ -23,7 +23,7 @@ RUN = dict(
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "society.cli", *args], capture_output=True, text=True, env=env
     )
 
 

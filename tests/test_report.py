@@ -32,7 +32,7 @@ def runs(tmp_path_factory):
 
 def _cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True
+        [sys.executable, "-m", "society.cli", *args], capture_output=True, text=True
     )
 
 

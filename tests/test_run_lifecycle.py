@@ -20,7 +20,6 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 import scenarios
-from scenarios.cli import main
 from sim_core import experiment
 from sim_core.checkpoint import Checkpoints
 from sim_core.errors import ConfigError, RunError
@@ -29,6 +28,7 @@ from sim_core.progress import Progress, plain_line, plain_progress
 from sim_core.recorder import read_metrics
 from sim_core.scheduler import Scheduler
 from sim_core.stats import summarize
+from society.cli import main
 from society.llm import Request
 from society.llm.session import open_client
 from society.llm.testserver import FaultPlan, TestServer, parse_args

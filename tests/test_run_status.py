@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import scenarios
-from scenarios.cli import EXIT_DEGRADED, main
+from society.cli import EXIT_DEGRADED, main
 from society.llm import LLMClient, LLMConfig, Request
 from society.llm.client import failure_kind
 from society.llm.testserver import FaultPlan, TestServer
@@ -52,7 +52,7 @@ def test_all_calls_failing_is_degraded_exits_3_and_quotes_the_cause(tmp_path: Pa
     out = tmp_path / "run"
     sets = [*SETS, "--set", "steps=2"]  # each round waits out the client's retries
     res = subprocess.run(
-        [sys.executable, "-m", "scenarios.cli", "run", "network-game", *sets,
+        [sys.executable, "-m", "society.cli", "run", "network-game", *sets,
          "--llm", "openai/x", "--api-base", f"http://127.0.0.1:{port}/v1", "--out", str(out)],
         capture_output=True, text=True,
     )  # fmt: skip

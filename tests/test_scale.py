@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import scenarios
-from scenarios.cli import main
 from sim_core.scale import COLUMNS, fit_exponent
+from society.cli import main
 
 TOY = textwrap.dedent(
     '''

@@ -410,7 +410,7 @@ def test_cli_run_writes_summary_and_plots(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "scenarios.cli",
+        "society.cli",
         "run",
         "commons",
         "--out",

@@ -338,7 +338,7 @@ def test_bad_parameters(params, needle):
 @pytest.mark.plots
 def test_cli_run_writes_summary_and_plot(tmp_path: Path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", NAME, "--set", "population=20"]
+    cmd = [sys.executable, "-m", "society.cli", "run", NAME, "--set", "population=20"]
     cmd += [
         "--set",
         "steps=120",

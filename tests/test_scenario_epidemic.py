@@ -461,7 +461,7 @@ def test_cli_run_writes_summary_and_plot(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "scenarios.cli",
+        "society.cli",
         "run",
         "epidemic",
         "--out",

@@ -416,7 +416,7 @@ def test_cli_run_writes_summary_and_plots(tmp_path):
         [
             sys.executable,
             "-m",
-            "scenarios.cli",
+            "society.cli",
             "run",
             "indirect-reciprocity",
             "--set",

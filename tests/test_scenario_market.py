@@ -325,7 +325,7 @@ def test_config_documents_every_parameter():
 @pytest.mark.plots
 def test_cli_run_writes_summary_and_plots(tmp_path):
     out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", "market", "--out", str(out), "--seed", "1"]
+    cmd = [sys.executable, "-m", "society.cli", "run", "market", "--out", str(out), "--seed", "1"]
     for kv in ("agents=rules", "population=3", "consumers=20", "capacity=8", "steps=6", "sybil=1"):
         cmd += ["--set", kv]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

@@ -457,7 +457,7 @@ def test_bad_parameters(params, needle):
 @pytest.mark.plots
 def test_cli_run_writes_summary_and_plot(tmp_path: Path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", NAME, "--set", "population=8"]
+    cmd = [sys.executable, "-m", "society.cli", "run", NAME, "--set", "population=8"]
     cmd += ["--set", "steps=3", "--replicates", "2", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

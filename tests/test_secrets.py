@@ -78,7 +78,7 @@ def test_a_cli_run_against_a_refusing_server_writes_the_key_nowhere(fake_key, tm
     out = tmp_path / "run"
     try:
         res = subprocess.run(
-            [sys.executable, "-m", "scenarios.cli", "run", "skill-society", "--set", "agents=llm",
+            [sys.executable, "-m", "society.cli", "run", "skill-society", "--set", "agents=llm",
              "--set", "population=4", "--set", "degree=2", "--set", "steps=2", "--set", "eval_every=2",
              "--set", "llm_eval_tasks=1", "--llm", "openai/test-model", "--api-base", srv.url + "/v1",
              "--api-key-env", "OPENAI_API_KEY", "--out", str(out), "--accept-degraded"],

@@ -16,8 +16,8 @@ from conftest import SEED, killed_in_process, lines_of_code, same_run
 
 import scenarios
 import society.study
-from scenarios.cli import main
 from sim_core.errors import ConfigError
+from society.cli import main
 from society.cohorts import Cohort, LearnedCohort, RuleCohort
 from society.llm.testserver import TestServer
 from society.study import Discrete, Study, StudyParams

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 import scenarios
-from scenarios.cli import main, parse_grid
 from sim_core.errors import ConfigError
 from sim_core.sweep import grid_points, point_name
+from society.cli import main, parse_grid
 
 TOY = textwrap.dedent(
     '''

@@ -16,7 +16,7 @@ STUDY = str(Path(__file__).parents[1] / "examples" / "boltzmann_study.py") + ":B
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scenarios.cli", *args], capture_output=True, text=True
+        [sys.executable, "-m", "society.cli", *args], capture_output=True, text=True
     )
 
 

@@ -65,7 +65,7 @@ def test_a_number_for_agents_points_to_population(value):
 
 
 def test_the_cli_refuses_an_old_name_in_one_line(capsys, tmp_path):
-    from scenarios.cli import main
+    from society.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["run", "network-game", "--set", "lr=0.1", "--out", str(tmp_path / "run")])
@@ -100,3 +100,22 @@ def test_a_user_study_documents_parameters_with_docstrings(tmp_path):
     )
     rows = {r["name"]: r["description"] for r in scenarios.describe(f"{study}:Doc")}
     assert rows["width"] == "grid width, in cells" and rows["height"] == "grid height"
+
+
+def test_the_packages_import_in_one_direction():
+    """docs/architecture.md: sim_core imports neither society nor scenarios; society imports no
+    study, only society.registry looks the built-in table up by name."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for package, banned in (("sim_core", {"society", "scenarios"}), ("society", {"scenarios"})):
+        for path in (root / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            names |= {
+                n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+            }
+            used = {name.split(".")[0] for name in names} & banned
+            allowed = {"scenarios"} if path == root / "society" / "registry.py" else set()
+            assert used <= allowed, (path, used)

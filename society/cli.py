@@ -1,4 +1,5 @@
-"""The ``society`` command: a thin layer over :mod:`scenarios` (the Python API comes first).
+"""The ``society`` command: a thin layer over :mod:`society.registry` (``scenarios.run``
+and friends: the Python API comes first).
 
 Exit status: 0 a completed (or stopped) run; 2 bad input, one line on stderr naming what is
 wrong and what is accepted; 3 a degraded run (too many LLM decisions were fallbacks for
@@ -19,8 +20,8 @@ from typing import Annotated, Any
 
 import typer
 
-import scenarios
 from sim_core.errors import ConfigError, RunError
+from society import registry
 
 EXIT_DEGRADED = 3
 EXIT_INTERRUPTED = 130  # the shell's code for SIGINT: the run stopped at a checkpoint
@@ -99,9 +100,9 @@ def list_cmd() -> None:
     \b
         society list
     """
-    width = max(len(n) for n in scenarios.names())
-    for name in scenarios.names():
-        print(f"{name:<{width}}  {scenarios.summary_line(name)}")
+    width = max(len(n) for n in registry.names())
+    for name in registry.names():
+        print(f"{name:<{width}}  {registry.summary_line(name)}")
 
 
 @app.command("describe")
@@ -117,8 +118,8 @@ def describe_cmd(scenario: Annotated[str, typer.Argument(help="scenario name")])
     from rich.console import Console
     from rich.table import Table
 
-    rows = scenarios.describe(scenario)
-    table = Table(title=f"{scenario}: {scenarios.summary_line(scenario)}", show_lines=False)
+    rows = registry.describe(scenario)
+    table = Table(title=f"{scenario}: {registry.summary_line(scenario)}", show_lines=False)
     for col in ("parameter", "type", "default", "meaning"):
         table.add_column(col, overflow="fold")
     for r in rows:
@@ -212,7 +213,7 @@ def run_cmd(
     if config is not None:
         values.update(load_config_file(config))
     values.update(parse_set(set_ or []))
-    scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
+    registry.config_class(scenario)  # unknown scenario: one-line error before heavy imports
     _check_out(out)
     options = _options(
         llm=llm, api_base=api_base, api_key_env=api_key_env, concurrency=concurrency,
@@ -226,7 +227,7 @@ def run_cmd(
 
 
 def _options(**values: Any) -> dict[str, Any]:
-    """The run options given (as scenarios.run builds them); ``api_key_env`` checked now:
+    """The run options given (as registry.run builds them); ``api_key_env`` checked now:
     a NAME, set in the environment (one line, never echoing a value)."""
     from society.llm.config import LLMConfig
 
@@ -250,14 +251,14 @@ def _options(**values: Any) -> dict[str, Any]:
 
 
 def _run(scenario: str, *, options: dict[str, Any], **kwargs: Any) -> Any:
-    """scenarios.run with every run option (a progress bar on a terminal, plain progress
+    """registry.run with every run option (a progress bar on a terminal, plain progress
     lines in a log)."""
     from sim_core.experiment import run_scenario
     from sim_core.progress import console_progress
 
     try:
         with console_progress():
-            return run_scenario(scenarios.get(scenario), options=options, **kwargs)
+            return run_scenario(registry.get(scenario), options=options, **kwargs)
     except KeyboardInterrupt:  # before its first checkpoint: summary.json says stopped
         print(
             "stopped early: interrupted before its first checkpoint; society resume runs it again",
@@ -283,7 +284,7 @@ def _finish(scenario: str, result: Any, accept_degraded: bool = False) -> None:
 def _study_of(summary: dict) -> str:
     """The scenario of a run directory: its registered name, else where its class lives."""
     name = summary["scenario"]
-    return name if name in scenarios.names() or "study" not in summary else summary["study"]
+    return name if name in registry.names() or "study" not in summary else summary["study"]
 
 
 @app.command("resume")
@@ -502,9 +503,9 @@ def sweep_cmd(
         values.update(load_config_file(config))
     values.update(parse_set(set_ or []))
     points = parse_grid(grid or [])
-    scenarios.config_class(scenario)  # unknown scenario: one-line error before heavy imports
+    registry.config_class(scenario)  # unknown scenario: one-line error before heavy imports
     _check_out(out)
-    result = scenarios.sweep(
+    result = registry.sweep(
         scenario, points, out=out, config=values, seed=seed, replicates=replicates, random=random,
         workers=workers, ray_address=ray_address, progress=print,
     )  # fmt: skip
@@ -571,7 +572,7 @@ def scale_cmd(
     sizes = [parse_value(v) for v in population.split(",")]
     values = parse_set(set_ or [])
     _check_out(out)
-    result = scenarios.scale(
+    result = registry.scale(
         scenario, sizes, out=out, config=values, steps=steps, seed=seed, marginal=marginal,
         population_field_name=population_field, steps_field_name=steps_field, progress=print,
     )  # fmt: skip
