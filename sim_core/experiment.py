@@ -750,6 +750,17 @@ def _strict_json(value: Any) -> Any:
     return value
 
 
+def subplots(plots_dir: Path, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """``plt.subplots`` for a run's figures: no display needed (Agg), ``plots_dir`` made."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    return plt.subplots(*args, **kwargs)
+
+
 def save_figure(fig: Any, path: Path) -> Path:
     """Lay ``fig`` out, write it to ``path`` and free it (pyplot keeps every open figure)."""
     import matplotlib.pyplot as plt
@@ -772,11 +783,6 @@ def plot_metrics(
     Rows of a metric that carry labels (a cohort, a kind, a strategy) are drawn as one line
     per label value, up to ``MAX_PLOT_LINES``; beyond that (per-agent rows) they are averaged.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     plots_dir.mkdir(parents=True, exist_ok=True)
     written = []
     if frame.empty:
@@ -789,7 +795,7 @@ def plot_metrics(
         lines = sub.groupby(labels, dropna=False, sort=True) if labels else [((), sub)]
         if labels and lines.ngroups > MAX_PLOT_LINES:
             lines, labels = [((), sub)], []
-        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        fig, ax = subplots(plots_dir, figsize=(6, 3.5), dpi=100)
         for i, (values, rows) in enumerate(lines):
             values = values if isinstance(values, tuple) else (values,)
             name = ", ".join(f"{k}={v}" for k, v in zip(labels, values, strict=True) if pd.notna(v))

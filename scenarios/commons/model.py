@@ -46,9 +46,10 @@ import pandas as pd
 from scenarios.commons import prompts
 from scenarios.commons.config import RULE_STRATEGIES, CommonsConfig
 from scenarios.commons.dynamics import fish, sustainable_catch
-from sim_core.experiment import save_figure
+from sim_core.experiment import save_figure, subplots
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS
+from society.metrics import gini_jax
 from society.population import uses_llm
 from society.study import Continuous, Study
 
@@ -59,17 +60,6 @@ EPISODE = ("survival_time", "sustainability", "gini_harvest", "survived", "effic
 
 def _f(stock, p):
     return sustainable_catch(stock, p.capacity, p.growth_rate, doubling=p.regrowth == "doubling")
-
-
-def gini(x):
-    """:func:`society.metrics.gini` of non-negative ``x`` (0 when all are 0), from the sum of
-    pairwise differences (cheaper than a sort for small groups) or the sorted values."""
-    n, total = x.shape[-1], x.sum(-1)
-    if n <= 64:
-        pairs = jnp.abs(x[..., :, None] - x[..., None, :]).sum((-1, -2)) / 2
-    else:  # sum_{i<j} |x_i - x_j| = sum_i (2i - n - 1) x_(i), i = 1..n
-        pairs = jnp.sort(x, -1) @ (2 * jnp.arange(1.0, n + 1) - n - 1)
-    return jnp.where(total > 0, pairs / (n * jnp.where(total > 0, total, 1)), 0.0)
 
 
 def rule(o, p):
@@ -203,7 +193,7 @@ class Commons(Study):
                "over_usage": nan(over.sum() / jnp.maximum(positive.sum(), 1), alive & positive.any()),
                "survival_time": lake["survival"], "survived": (lake["survival"] == p.steps) & lake["alive"],
                "sustainability": 1 - lake["over"].sum() / jnp.maximum(lake["positive"].sum(), 1),
-               "gini_harvest": gini(total), "catch_per_agent": total.mean(),
+               "gini_harvest": gini_jax(total), "catch_per_agent": total.mean(),
                "efficiency": jnp.where(f0 > 0, jnp.minimum(1, total.sum() / (p.steps * f0)), jnp.nan)}  # fmt: skip
         out = {k: nan(v, end) if k in EPISODE else v for k, v in out.items()}
         unit = p.steps * jnp.where(f0 > 0, f0, p.capacity) / p.population
@@ -239,15 +229,9 @@ class Commons(Study):
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: CommonsConfig) -> list[Path]:
         """The stock month by month (capacity and collapse line), the catch against the
         sustainable catch, and each fisher's total catch by kind of agent."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        plots_dir.mkdir(parents=True, exist_ok=True)
         if frame.empty or not (frame["metric"] == "stock").any():
             return []
-        fig, axes = plt.subplots(1, 3, figsize=(14, 4), dpi=100)
+        fig, axes = subplots(plots_dir, 1, 3, figsize=(14, 4), dpi=100)
         stock = frame[frame["metric"] == "stock"].dropna(subset=["value"])
         for _, rep in stock.groupby("replicate"):
             axes[0].plot(rep["time"], rep["value"], color="tab:blue", alpha=0.25, lw=0.8)

@@ -32,7 +32,7 @@ from scenarios.division_of_labour.dynamics import (
     transition,
 )
 from scenarios.division_of_labour.prompts import SYSTEM, Work, template
-from sim_core.experiment import save_figure
+from sim_core.experiment import save_figure, subplots
 from society.metrics import task_entropy
 from society.metrics.specialisation import dol_index_jax, entropies_jax
 from society.study import Discrete, Study
@@ -139,16 +139,9 @@ class DivisionOfLabour(Study):
     ) -> list[Path]:
         """One figure: stimuli and task shares over time, thresholds of traced agents, and
         the spread of agents' task entropies (specialists near 0, generalists near 1)."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        plots_dir.mkdir(parents=True, exist_ok=True)
         if frame.empty:
             return []
-        fig, axes = plt.subplots(2, 2, figsize=(10, 7), dpi=100)
-        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        fig, axes = subplots(plots_dir, 2, 2, figsize=(10, 7), dpi=100)
         for ax, metric, label in (
             (axes[0, 0], "stimulus", "stimulus s_j"),
             (axes[0, 1], "active_share", "share of agents on task j"),
@@ -159,7 +152,7 @@ class DivisionOfLabour(Study):
                 ax.plot(
                     series.index.get_level_values(1),
                     series.values,
-                    color=colours[int(j) % len(colours)],
+                    color=f"C{int(j) % 10}",  # the default colour cycle
                     label=f"task {int(j)}",
                 )
             ax.set_xlabel("step")

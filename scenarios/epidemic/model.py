@@ -35,7 +35,7 @@ import pandas as pd
 from scenarios.epidemic import prompts
 from scenarios.epidemic.config import BEHAVIOURS, EpidemicConfig
 from scenarios.epidemic.dynamics import E, I, R, S, day, make_params
-from sim_core.experiment import save_figure
+from sim_core.experiment import save_figure, subplots
 from sim_core.graph import neighbour_mean
 from society.cohorts.rules import mix_counts
 from society.fields import KINDS
@@ -250,16 +250,10 @@ class Epidemic(Study):
     def plot(self, frame: pd.DataFrame, plots_dir: Path, config: EpidemicConfig) -> list[Path]:
         """One figure: compartments over time, daily incidence, and contact level by kind
         (means over replicates, each replicate faint)."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        plots_dir.mkdir(parents=True, exist_ok=True)
         if frame.empty:
             return []
         frame = frame[frame["replicate"] >= 0]
-        fig, axes = plt.subplots(1, 3, figsize=(14, 4), dpi=100)
+        fig, axes = subplots(plots_dir, 1, 3, figsize=(14, 4), dpi=100)
         colours = dict(
             zip(COMPARTMENTS, ("tab:blue", "tab:orange", "tab:red", "tab:green"), strict=True)
         )

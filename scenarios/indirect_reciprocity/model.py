@@ -21,13 +21,11 @@ over the averaged rounds so far (the signature of indirect reciprocity).
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pandas as pd
 
 from scenarios.indirect_reciprocity import prompts
@@ -40,8 +38,9 @@ from scenarios.indirect_reciprocity.dynamics import (
     settle,
     uniform,
 )
-from sim_core.experiment import save_figure
-from society.cohorts.rules import mix_counts
+from sim_core.experiment import save_figure, subplots
+from society.cohorts.rules import labels as rule_labels
+from society.cohorts.rules import mixture
 from society.study import Discrete, Study
 
 TALLY = ("payoff", "gave_good", "good", "gave_bad", "bad")  # per label, over counted rounds
@@ -49,15 +48,8 @@ LABELS = (*STRATEGIES, "learned", "llm")  # an agent's label: its rule strategy,
 
 
 def _mix(p):
-    """The rule strategies present with their counts, then the other kinds present."""
-    return _counted(p.agents, p.split, p.strategies, p.population)
-
-
-@cache
-def _counted(agents, split, strategies, n):
-    kinds = mix_counts(split, n) if agents == "mixed" else {agents: n}
-    strategies = {k: v for k, v in mix_counts(strategies, kinds.get("rules", 0)).items() if v}
-    return strategies, [k for k in ("learned", "llm") if kinds.get(k)]
+    """The rule strategies present with their counts, then the kinds present with theirs."""
+    return mixture(p.agents, p.split, p.strategies, p.population)
 
 
 def _game(p):
@@ -65,22 +57,9 @@ def _game(p):
                      execution_error=p.execution_error, assessment_error=p.assessment_error)  # fmt: skip
 
 
-def _rule_labels(rank, p):
-    """The label of the rule agent of each ``rank`` among rule agents (in the shuffled order)."""
-    strategies = _mix(p)[0]
-    bounds = np.cumsum(list(strategies.values()))[:-1]
-    i = jnp.searchsorted(jnp.asarray(bounds, jnp.int32), rank, side="right")
-    return jnp.asarray([STRATEGIES.index(s) for s in strategies], jnp.int32)[i]
-
-
 def _labels(w, p):
     """Each agent's label (an index into ``LABELS``): its strategy, or its kind's."""
-    if p.agents != "mixed":  # one kind: set at the start
-        return w["label"]
-    rule = w["kind"] == 0
-    rank = jnp.cumsum(rule[w["order"]])[w["place"]] - 1
-    kind = jnp.asarray([0, LABELS.index("learned"), LABELS.index("llm")], jnp.int32)
-    return jnp.where(rule, _rule_labels(rank, p), kind[w["kind"]])
+    return rule_labels(w, p.agents, _mix(p)[0], LABELS)
 
 
 def _coming(key, p):
@@ -130,7 +109,6 @@ class IndirectReciprocity(Study):
         place = jnp.argsort(order).astype(jnp.int32)
         return {"rep": jnp.ones((n, n) if p.assessment == "private" else (n,), jnp.int8),
                 "kind": jnp.zeros(n, jnp.int32), "order": order, "place": place,
-                "label": _rule_labels(place, p) if p.agents == "rules" else jnp.full(n, LABELS.index(p.agents) if p.agents in LABELS else 0, jnp.int32),
                 "payoff": jnp.zeros(n), "t": jnp.int32(0), "counted": jnp.int32(0), "coop": jnp.float32(0),
                 "tally": jnp.zeros((len(LABELS), len(TALLY))),
                 **_coming(k_next, p)}  # fmt: skip
@@ -176,7 +154,7 @@ class IndirectReciprocity(Study):
     def summary(w, p):
         n = jnp.where(w["counted"] > 0, w["counted"], jnp.nan)
         pay = w["tally"][:, 0] / n
-        present = (*_mix(p)[0], *_mix(p)[1])
+        present = (*_mix(p)[0], *(k for k in _mix(p)[1] if k != "rules"))
         return {"cooperation_rate": w["coop"] / n, **{f"payoff.{x}": pay[LABELS.index(x)] for x in present}}  # fmt: skip
 
     def render(fields, p):
@@ -199,12 +177,6 @@ class IndirectReciprocity(Study):
         """cooperation.png (cooperation rate and share of good reputations per round) and
         payoff.png (each strategy's mean payoff per round up to each round), means over
         replicates against the round."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        plots_dir.mkdir(parents=True, exist_ok=True)
         written = []
         panels = {
             "cooperation": [("cooperation_rate", None), ("good_share", None)],
@@ -214,22 +186,19 @@ class IndirectReciprocity(Study):
             ],
         }
         for fname, lines in panels.items():
-            fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
-            drawn = 0
+            means = {}
             for metric, strategy in lines:
                 sub = frame[frame["metric"] == metric]
                 if strategy is not None:
                     sub = sub[sub["strategy"] == strategy]
                 mean = sub.groupby("time")["value"].mean()
-                if mean.empty:
-                    continue
-                if fname == "payoff":  # single rounds are noisy: the average up to each round
-                    mean = mean.expanding().mean()
-                ax.plot(mean.index, mean.values, lw=1.5, label=strategy or metric)
-                drawn += 1
-            if not drawn:
-                plt.close(fig)
+                if not mean.empty:  # payoff: single rounds are noisy, the average up to each
+                    means[strategy or metric] = mean.expanding().mean() if strategy else mean
+            if not means:
                 continue
+            fig, ax = subplots(plots_dir, figsize=(6, 3.5), dpi=100)
+            for label, mean in means.items():
+                ax.plot(mean.index, mean.values, lw=1.5, label=label)
             ax.set_xlabel("round")
             if fname == "payoff":
                 ax.set_ylabel("mean payoff per round so far")

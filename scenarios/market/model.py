@@ -49,7 +49,7 @@ from scenarios.market.dynamics import (
     price_volatility,
     total,
 )
-from sim_core.experiment import plot_metrics, save_figure
+from sim_core.experiment import plot_metrics, save_figure, subplots
 from society.fields import KINDS
 from society.mix import parse_weights
 from society.study import Continuous, Study
@@ -179,16 +179,10 @@ class Market(Study):
         """Prices by firm kind against unit cost, then one PNG per other per-period metric."""
         if frame.empty:
             return []
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        plots_dir.mkdir(parents=True, exist_ok=True)
         written = []
         prices = frame[frame["metric"] == "price"]
         if prices["time"].nunique() > 1:
-            fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+            fig, ax = subplots(plots_dir, figsize=(6, 3.5), dpi=100)
             for kind, sub in prices.groupby("kind"):
                 mean = sub.groupby("time")["value"].mean()
                 ax.plot(mean.index, mean.values, lw=2, label=f"{kind} firms")

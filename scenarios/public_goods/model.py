@@ -42,7 +42,8 @@ from scenarios.public_goods.dynamics import (
 )
 from sim_core.errors import ConfigError
 from sim_core.graph import Neighbours, neighbour_sum
-from society.cohorts.rules import mix_counts
+from society.cohorts.rules import labels as rule_labels
+from society.cohorts.rules import mixture
 from society.fields import KINDS
 from society.study import Continuous, Study
 from society.topology import Topology, topology_of
@@ -96,37 +97,18 @@ def graph(p: PublicGoodsConfig) -> Neighbours | None:
     return _graph(topology_of(p))
 
 
-@cache
-def _mix(agents: str, split: str, strategies: str, n: int) -> tuple[dict[str, int], tuple]:
-    kinds = mix_counts(split, n) if agents == "mixed" else {agents: n}
-    present = tuple(k for k in KINDS if kinds.get(k))
-    return mix_counts(strategies, kinds.get("rules", 0)), present
-
-
-def mix(p: PublicGoodsConfig) -> tuple[dict[str, int], tuple]:
-    """(rule types with their counts, kinds present)."""
-    return _mix(p.agents, p.split, p.strategies, p.population)
+def mix(p: PublicGoodsConfig) -> tuple[dict[str, int], dict[str, int]]:
+    """(rule types present with their counts, kinds present with theirs)."""
+    return mixture(p.agents, p.split, p.strategies, p.population)
 
 
 def period(p: PublicGoodsConfig) -> int:
     return 2 if p.punishment or p.reward else 1
 
 
-def _rule_labels(rank: jax.Array, p: PublicGoodsConfig) -> jax.Array:
-    """The rule type (an index into STRATEGIES) of the rule agent of each ``rank``."""
-    counts = mix(p)[0]
-    bounds = jnp.asarray(np.cumsum(list(counts.values()))[:-1], jnp.int32)
-    table = jnp.asarray([STRATEGIES.index(s) for s in counts], jnp.int32)
-    return table[jnp.searchsorted(bounds, rank, side="right")]
-
-
 def labels(w: dict, p: PublicGoodsConfig) -> jax.Array:
     """Each agent's label, an index into LABELS."""
-    if p.agents != "mixed":
-        return w["label"]
-    rule = w["kind"] == 0  # rule agents take the types in the order drawn at the start
-    rank = jnp.cumsum(rule[w["order"]])[w["place"]] - 1
-    return jnp.where(rule, _rule_labels(rank, p), len(STRATEGIES) - 1 + w["kind"])
+    return rule_labels(w, p.agents, mix(p)[0], LABELS)
 
 
 def groups(w: dict, p: PublicGoodsConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -202,7 +184,6 @@ class PublicGoods(Study):
         place = jnp.argsort(order).astype(jnp.int32)
         z, nan = jnp.zeros(n, jnp.float32), jnp.float32(jnp.nan)
         w = {"t": jnp.int32(0), "kind": jnp.zeros(n, jnp.int32), "order": order, "place": place,
-             "label": _rule_labels(place, p) if p.agents == "rules" else jnp.full(n, LABELS.index(p.agents) if p.agents in LABELS else 0, jnp.int32),
              "share": z, "pay1": z, "last_share": z, "last_others": z, "played": z > 0,
              "report": {k: jnp.full(len(ROWS) if k in ("contribution_rate", "welfare") else
                                     len(STRATEGIES) if "_by_" in k else (), nan)

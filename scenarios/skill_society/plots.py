@@ -10,27 +10,21 @@ import pandas as pd
 
 from scenarios.skill_society.model import NICHE_ROWS
 from scenarios.skill_society.tasks import DOMAINS, SPLITS
-from sim_core.experiment import save_figure
+from sim_core.experiment import save_figure, subplots
 from society.topology import topology_of
 
 MAX_LINEAGE = 300  # artifacts drawn in the lineage plot (the newest)
 
 
 def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plots_dir.mkdir(parents=True, exist_ok=True)
     if frame.empty:
         return []
     written = []
     scores = frame[frame["metric"] == "score"]
     if not scores.empty:
         kinds = sorted(scores["kind"].dropna().unique())
-        fig, axes = plt.subplots(
-            1, len(kinds), figsize=(5 * len(kinds), 3.6), dpi=100, squeeze=False
+        fig, axes = subplots(
+            plots_dir, 1, len(kinds), figsize=(5 * len(kinds), 3.6), dpi=100, squeeze=False
         )
         for ax, kind in zip(axes[0], kinds, strict=True):
             sub = scores[scores["kind"] == kind]
@@ -45,7 +39,7 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
         written.append(save_figure(fig, plots_dir / "learning_curves.png"))
     dol = frame[frame["metric"].isin(["dol_index", "niches"])]
     if not dol.empty:
-        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        fig, ax = subplots(plots_dir, figsize=(6, 3.5), dpi=100)
         m = dol[dol["metric"] == "dol_index"].groupby("time")["value"].mean()
         ax.plot(m.index, m.values, marker="o", label="DOL index (I/H(task))")
         ax.set_xlabel("moment")
@@ -59,16 +53,16 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
     niche = frame[(frame["metric"] == "niche") & (frame["replicate"] == 0)]
     if not niche.empty:  # the graph of the first agents (one graph per parameters)
         e = topology_of(cfg).edges
-        written.append(_network(plt, niche, e[(e < NICHE_ROWS).all(1)], plots_dir))
+        written.append(_network(niche, e[(e < NICHE_ROWS).all(1)], plots_dir))
     store = run_dir / "artifacts-r0.sqlite"
     if store.exists():
-        path = _lineage(plt, store, plots_dir)
+        path = _lineage(store, plots_dir)
         if path is not None:
             written.append(path)
     return written
 
 
-def _network(plt, niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Path:
+def _network(niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Path:
     import networkx as nx
 
     g = nx.Graph()
@@ -77,7 +71,7 @@ def _network(plt, niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Pa
     g.add_edges_from(edges.tolist())
     pos = nx.spring_layout(g, seed=0)
     colour = {int(a): int(v) for a, v in zip(agents, niche["value"], strict=True)}
-    fig, ax = plt.subplots(figsize=(6, 6), dpi=100)
+    fig, ax = subplots(plots_dir, figsize=(6, 6), dpi=100)
     nx.draw_networkx_edges(g, pos, ax=ax, alpha=0.2, width=0.5)
     for d, name in [(-1, "none yet"), *enumerate(DOMAINS)]:
         nodes = [a for a in g.nodes if colour.get(a, -1) == d]
@@ -90,7 +84,7 @@ def _network(plt, niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Pa
     return save_figure(fig, plots_dir / "network_niches.png")
 
 
-def _lineage(plt, store_path: Path, plots_dir: Path) -> Path | None:
+def _lineage(store_path: Path, plots_dir: Path) -> Path | None:
     from society.artifacts import ArtifactStore
 
     with ArtifactStore(store_path) as store:
@@ -106,7 +100,7 @@ def _lineage(plt, store_path: Path, plots_dir: Path) -> Path | None:
         a: (t, row.get(n, len(DOMAINS)) + rng.uniform(-0.3, 0.3))
         for a, t, n in zip(frame["id"], frame["created_at"], frame["niche"], strict=True)
     }
-    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
+    fig, ax = subplots(plots_dir, figsize=(8, 4), dpi=100)
     for parent, child in graph.edges():
         if parent in keep and child in keep:
             (x0, y0), (x1, y1) = pos[parent], pos[child]

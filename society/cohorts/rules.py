@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from functools import cache, partial
 from types import MappingProxyType
 from typing import Any
 
@@ -49,6 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from society.cohorts.base import Cohort, Pytree
+from society.fields import KINDS
 from society.mix import parse_weights
 
 StrategyFn = Callable[[Mapping[str, jax.Array], jax.Array, Mapping[str, jax.Array]], jax.Array]
@@ -294,6 +295,31 @@ def mix_counts(spec: str, n: int) -> dict[str, int]:
     rest = int(n - counts.sum())
     counts[np.argsort(-(exact - counts), kind="stable")[:rest]] += 1
     return dict(zip(parsed, counts.tolist(), strict=True))
+
+
+@cache
+def mixture(agents: str, split: str | None, strategies: str, n: int) -> tuple[dict, dict]:
+    """A population of ``n`` by its ``agents``/``split`` and its rule agents' ``strategies``:
+    (rule strategies present with their counts, in the mix's order; kinds present with their
+    counts, in :data:`society.fields.KINDS` order)."""
+    kinds = mix_counts(split, n) if agents == "mixed" else {agents: n}
+    rules = {s: c for s, c in mix_counts(strategies, kinds.get("rules", 0)).items() if c}
+    return rules, {k: kinds[k] for k in KINDS if kinds.get(k)}
+
+
+def labels(w: dict, agents: str, strategies: dict[str, int], names: tuple[str, ...]) -> jax.Array:
+    """Each agent's label, an index into ``names`` (rule strategies, then "learned" and
+    "llm"): the world's ``order`` is a drawn seating and ``place`` its inverse; rule agents
+    (``kind`` 0) take ``strategies`` in that order, the first ``strategies[s]`` of them ``s``
+    and so on (largest remainder counts: :func:`mixture`); the others are labelled by kind."""
+    if agents in ("learned", "llm"):
+        return jnp.full(w["place"].shape, names.index(agents), jnp.int32)
+    rule = w["kind"] == 0
+    rank = jnp.cumsum(rule[w["order"]])[w["place"]] - 1
+    bounds = jnp.asarray(np.cumsum(list(strategies.values()))[:-1], jnp.int32)
+    table = jnp.asarray([names.index(s) for s in strategies] or [0], jnp.int32)
+    kind = jnp.asarray([0, names.index("learned"), names.index("llm")], jnp.int32)
+    return jnp.where(rule, table[jnp.searchsorted(bounds, rank, side="right")], kind[w["kind"]])
 
 
 @partial(jax.jit, static_argnames=("table",))
