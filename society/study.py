@@ -130,6 +130,7 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
 import jax
@@ -222,7 +223,9 @@ class Study(Scenario):
     render = None  # optional render(fields, p) -> one LLM agent's prompt (module docstring)
     summary = None  # optional summary(world, p) -> {name: value}: headline values, last world
     cohort_options = None  # optional cohort_options(p) -> {kind: more options of its cohort}
-    reward = None  # optional reward(world, outcome, p) -> per-agent rewards, for learned agents
+    # optional reward(world, outcome, p) -> per-agent rewards, for learned agents; or the name
+    # of the outcome's entry that holds them (as Mesa's reporters take an attribute's name)
+    reward = None
     length = None  # optional length(p) -> int: the run's steps when not ``p.steps``
     done = None  # optional done(world, p) -> bool: an episode ended (learning at its end)
     talk = None  # optional talk(fields, p) -> prompt of the message LLM agents post first
@@ -234,6 +237,15 @@ class Study(Scenario):
     stop = None  # optional stop(world, p) -> bool: the replicate is done (module docstring)
     llm_cohort = None  # optional llm_cohort(agents, client, p, ctx, r) -> the study's LLM agents
     stop_every: ClassVar[int] = 50  # steps between checks of ``stop``
+
+    def plot(self, frame: Any, plots_dir: Path, config: Any) -> list[Path]:
+        """Each metric against time and, where replicate 0 kept an artifact store, its
+        lineage (:func:`society.artifacts.plots.plot_lineage`)."""
+        from society.artifacts.plots import plot_lineage
+
+        store = plots_dir.parent / "artifacts-r0.sqlite"
+        lineage = plot_lineage(store, plots_dir, unit=self.unit) if store.exists() else None
+        return super().plot(frame, plots_dir, config) + ([lineage] if lineage else [])
 
     def horizon(self, config: Any) -> tuple[float, str]:
         return self._steps(config) / self._period(config), f"{self.unit}s"
@@ -283,7 +295,11 @@ class Study(Scenario):
             def moment(world, key, t, actions):
                 _, k_step = engine.step_keys(key, t)
                 world, out = f["step"](k_step, world, actions)
-                rewards = cls.reward(world, out, cfg) if cls.reward is not None else None
+                rewards = (
+                    None if cls.reward is None
+                    else out[cls.reward] if isinstance(cls.reward, str)
+                    else cls.reward(world, out, cfg)
+                )  # fmt: skip
                 return world, engine.report(cls.reporters, world, out), rewards, out
 
             return jax.jit(moment)

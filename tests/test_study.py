@@ -197,6 +197,8 @@ def test_llm_agents_publish_and_retrieve_artifacts_and_resume_with_the_store(
         assert ref.summary["status"] == "completed", ref.summary
         rows = lambda m: ref.metrics.query(f"metric == '{m}'").sort_values("time")["value"].tolist()  # noqa: E731
         notes = _store(tmp_path / "ref")
+        drawn = Scribes().plot(ref.metrics, tmp_path / "ref" / "plots", None)  # tests: no plots
+        assert tmp_path / "ref" / "plots" / "artifact_lineage.png" in drawn  # any study's store
         if latency == 0:  # a note from step 0 (a) is shown at step 1 on: b
             assert rows("b") == [0, 1, 1, 1, 1, 1] and rows("artifacts") == [3, 6, 9, 12, 15, 18]
         else:  # asked at 0, 2 (replies at 2, 4; one due at 6 is never asked)
@@ -547,3 +549,38 @@ def test_a_study_s_own_llm_agents_change_the_world_after_each_step(
         same_run(scenarios.run(Heard, seed=SEED, resume=out, config=config, **kw), reference, out)
     finally:
         srv.stop()
+
+
+class Learners(Study):
+    """Learned agents paid 1 for b: they learn to choose b."""
+
+    actions = Discrete(("a", "b"))
+    reporters = {"b": lambda w, out: out["b"].mean()}
+    reward = "gain"  # the outcome's entry
+
+    def init(key, p):
+        return jnp.int32(0)
+
+    def observe(w, p):
+        return {"t": jnp.full(p.population, w, jnp.float32)}
+
+    def step(key, w, act, p):
+        b = act.astype(jnp.float32)
+        return w + 1, {"b": b, "gain": b}
+
+
+class LearnersByFunction(Learners):
+    def reward(w, out, p):
+        return out["gain"]
+
+
+def test_a_reward_named_by_its_outcome_entry_is_that_entry() -> None:
+    runs = [
+        scenarios.run(S, seed=SEED, write=False, agents="learned", population=32, steps=60)
+        for S in (Learners, LearnersByFunction)
+    ]
+    pd.testing.assert_frame_equal(runs[0].metrics, runs[1].metrics)
+    b = runs[0].metrics.query("metric == 'b'").sort_values("time")["value"].to_numpy()
+    # 32 agents from a coin flip: the first steps' share of b is near 0.5 (sd 0.09); paid for b,
+    # the policies move towards it by the end (a margin of 0.15, past two sds of the start)
+    assert b[-10:].mean() > b[:5].mean() + 0.15, b

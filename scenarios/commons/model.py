@@ -207,8 +207,7 @@ class Commons(Study):
     def done(w, p):
         return w["t"] % p.steps == 0  # the step ended an episode: learned fishers learn
 
-    def reward(w, out, p):
-        return out["return"]
+    reward = "return"
 
     def summary(w, p):
         """Per kind of agent (``agents=mixed``): sustainability and catch per agent."""

@@ -92,5 +92,4 @@ class Conformity(Study):
         correct = (act == w["truth"]).astype(jnp.float32)
         return {**trial(key, w["t"] + 1, p), **kept}, {"correct": correct}
 
-    def reward(w, out, p):
-        return out["correct"]  # learned subjects are rewarded for being right
+    reward = "correct"  # learned subjects are rewarded for being right

@@ -154,8 +154,7 @@ class DonorGame(Study):
         )
         return w, out
 
-    def reward(w, out, p):
-        return out["gain"]
+    reward = "gain"
 
     def done(w, p):
         return w["t"] % p.steps == 0  # a game ended: learned agents learn from its return

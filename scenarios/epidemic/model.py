@@ -228,8 +228,7 @@ class Epidemic(Study):
                    "contact": nan(by_kind),
                    "reward": -p.isolation_cost * (1 - contact) - p.infection_cost * new}  # fmt: skip
 
-    def reward(w, out, p):
-        return out["reward"]
+    reward = "reward"
 
     def cohort_options(p):
         """Archetypes: no memory, so that agents in one situation share a call (llm_samples

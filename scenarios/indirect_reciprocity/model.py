@@ -148,8 +148,7 @@ class IndirectReciprocity(Study):
                 "tally": w["tally"] + jnp.where(counted, jnp.nan_to_num(per.T), 0.0),
                 **_coming(k_next, p)}, {"gave": gave, "earned": pay, "payoff": per[0]}  # fmt: skip
 
-    def reward(w, out, p):
-        return out["earned"]
+    reward = "earned"
 
     def summary(w, p):
         n = jnp.where(w["counted"] > 0, w["counted"], jnp.nan)

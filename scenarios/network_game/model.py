@@ -205,8 +205,7 @@ class NetworkGame(Study):
              "count": w["count"] + avg}  # fmt: skip
         return w, {"x": x, "pay": pay, "by_kind": by_kind}
 
-    def reward(w, out, p):
-        return out["pay"]
+    reward = "pay"
 
     def stop(w, p):
         return jnp.all(w["s"] == w["s"][0]) if p.until == "fixation" else None

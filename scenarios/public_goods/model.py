@@ -251,8 +251,7 @@ class PublicGoods(Study):
         first = lambda w: ({**contribute(w), "t": w["t"] + 1}, {"earned": jnp.zeros(n)})  # noqa: E731
         return jax.lax.cond(w["t"] % 2 == 0, first, settle, w)
 
-    def reward(w, out, p):
-        return out["earned"]
+    reward = "earned"
 
     def done(w, p):
         return w["t"] % period(p) == 0  # a round ended: learned agents learn its earnings

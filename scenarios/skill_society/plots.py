@@ -11,9 +11,8 @@ import pandas as pd
 from scenarios.skill_society.model import NICHE_ROWS
 from scenarios.skill_society.tasks import DOMAINS, SPLITS
 from sim_core.experiment import save_figure, subplots
+from society.artifacts.plots import plot_lineage
 from society.topology import topology_of
-
-MAX_LINEAGE = 300  # artifacts drawn in the lineage plot (the newest)
 
 
 def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[Path]:
@@ -55,11 +54,8 @@ def plot_all(frame: pd.DataFrame, plots_dir: Path, cfg, run_dir: Path) -> list[P
         e = topology_of(cfg).edges
         written.append(_network(niche, e[(e < NICHE_ROWS).all(1)], plots_dir))
     store = run_dir / "artifacts-r0.sqlite"
-    if store.exists():
-        path = _lineage(store, plots_dir)
-        if path is not None:
-            written.append(path)
-    return written
+    lineage = plot_lineage(store, plots_dir, DOMAINS, "moment") if store.exists() else None
+    return written + ([lineage] if lineage else [])
 
 
 def _network(niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Path:
@@ -82,38 +78,3 @@ def _network(niche: pd.DataFrame, edges: np.ndarray, plots_dir: Path) -> Path:
     ax.set_title("agents by main niche (replicate 0)")
     ax.axis("off")
     return save_figure(fig, plots_dir / "network_niches.png")
-
-
-def _lineage(store_path: Path, plots_dir: Path) -> Path | None:
-    from society.artifacts import ArtifactStore
-
-    with ArtifactStore(store_path) as store:
-        frame = store.to_dataframe()
-        graph = store.lineage_graph()
-    if frame.empty:
-        return None
-    frame = frame.sort_values("created_at").tail(MAX_LINEAGE)
-    keep = set(frame["id"])
-    row = {d: i for i, d in enumerate(DOMAINS)}
-    rng = np.random.default_rng(0)
-    pos = {
-        a: (t, row.get(n, len(DOMAINS)) + rng.uniform(-0.3, 0.3))
-        for a, t, n in zip(frame["id"], frame["created_at"], frame["niche"], strict=True)
-    }
-    fig, ax = subplots(plots_dir, figsize=(8, 4), dpi=100)
-    for parent, child in graph.edges():
-        if parent in keep and child in keep:
-            (x0, y0), (x1, y1) = pos[parent], pos[child]
-            ax.plot([x0, x1], [y0, y1], color="grey", lw=0.5, alpha=0.5)
-    for kind, marker in (("note", "o"), ("code", "^"), ("playbook", "s")):
-        sub = frame[frame["kind"] == kind]
-        if len(sub):
-            xy = np.array([pos[a] for a in sub["id"]])
-            ax.scatter(
-                xy[:, 0], xy[:, 1], s=14, marker=marker, c=sub["uses"], cmap="viridis", label=kind
-            )
-    ax.set_yticks(range(len(DOMAINS)), DOMAINS)
-    ax.set_xlabel("created at (moment)")
-    ax.set_title("artifact lineage, replicate 0 (colour: uses; lines: parent -> child)")
-    ax.legend(fontsize=8)
-    return save_figure(fig, plots_dir / "artifact_lineage.png")
