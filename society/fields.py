@@ -13,6 +13,7 @@ one-line error naming the new one (:data:`RENAMED`).
 
 from __future__ import annotations
 
+import operator
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -122,6 +123,21 @@ def _is_number(value: Any) -> bool:
 class _Default:
     def __init__(self, value: Any, description: str | None, bounds: dict[str, Any]) -> None:
         self.value, self.description, self.bounds = value, description, bounds
+
+
+_ORDER = {"<": operator.lt, "<=": operator.le, ">=": operator.ge, ">": operator.gt}
+
+
+def in_order(cfg: BaseModel, *rules: str) -> None:
+    """Refuse parameters out of order in one line naming both sides: each rule is a chain of
+    names (fields or properties) and comparisons, ``"theta_min <= theta_init <= theta_max"``;
+    a side that is None is not compared. In a config's ``model_validator(mode="after")``."""
+    for rule in rules:
+        terms = rule.split()
+        for a, op, b in zip(terms[::2], terms[1::2], terms[2::2], strict=False):
+            x, y = getattr(cfg, a), getattr(cfg, b)
+            if x is not None and y is not None and not _ORDER[op](x, y):
+                raise ValueError(f"{a} ({x}) must be {op} {b} ({y})")
 
 
 def default(value: Any, description: str | None = None, **bounds: Any) -> Any:

@@ -119,3 +119,13 @@ def test_the_packages_import_in_one_direction():
             used = {name.split(".")[0] for name in names} & banned
             allowed = {"scenarios"} if path == root / "society" / "registry.py" else set()
             assert used <= allowed, (path, used)
+
+
+def test_parameters_out_of_order_are_refused_naming_both_sides():
+    with pytest.raises(ConfigError, match=r"theta_init \(0\.9\) must be <= theta_max \(0\.5\)"):
+        scenarios.run(
+            "division-of-labour", write=False, theta_min=0.1, theta_init=0.9, theta_max=0.5
+        )
+    with pytest.raises(ConfigError, match=r"average_from \(50\) must be <= steps \(20\)"):
+        scenarios.run("network-game", write=False, steps=20, average_from=50)
+    scenarios.config_class("network-game")(average_from=None)  # None: not compared

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from society.fields import Kind, Share, SharedConfig, Split, default
+from society.fields import Kind, Share, SharedConfig, Split, default, in_order
 
 
 class DivisionOfLabourConfig(SharedConfig):
@@ -71,18 +71,5 @@ class DivisionOfLabourConfig(SharedConfig):
 
     @model_validator(mode="after")
     def _check(self) -> DivisionOfLabourConfig:
-        if self.average_from >= self.steps:
-            raise ValueError(
-                f"average_from ({self.average_from}) must be < steps ({self.steps}) so that some "
-                "acts are counted"
-            )
-        if self.theta_min > self.theta_max:
-            raise ValueError(
-                f"theta_min ({self.theta_min}) must be <= theta_max ({self.theta_max})"
-            )
-        if not self.theta_min <= self.theta_init <= self.theta_max:
-            raise ValueError(
-                f"theta_init ({self.theta_init}) must lie in [theta_min, theta_max] = "
-                f"[{self.theta_min}, {self.theta_max}]"
-            )
+        in_order(self, "average_from < steps", "theta_min <= theta_init <= theta_max")
         return self

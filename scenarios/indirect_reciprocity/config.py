@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from society.fields import Share, Split, StudyParams, default, mixture
+from society.fields import Share, Split, StudyParams, default, in_order, mixture
 
 NORMS = ("image-scoring", "standing", "stern-judging")
 # Rule strategies: allc/alld always give/refuse; disc gives iff it sees the recipient as good;
@@ -81,8 +81,7 @@ class IndirectReciprocityConfig(StudyParams):
 
     @model_validator(mode="after")
     def _check(self) -> IndirectReciprocityConfig:
-        if self.average_from >= self.steps:
-            raise ValueError(f"average_from ({self.average_from}) must be < steps ({self.steps})")
+        in_order(self, "average_from < steps")
         if self.assessment == "private" and self.population > MAX_PRIVATE_POPULATION:
             raise ValueError(
                 f"assessment=private keeps a population x population matrix of views; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from society.fields import Kind, SharedConfig, Split, default, mixture
+from society.fields import Kind, SharedConfig, Split, default, in_order, mixture
 
 RULES = ("cost-plus", "undercut", "adaptive")
 Strategies = mixture(RULES, "strategies")
@@ -120,16 +120,9 @@ class MarketConfig(SharedConfig):
 
     @model_validator(mode="after")
     def _check(self) -> MarketConfig:
-        if self.value_max < self.value_min:
-            raise ValueError(
-                f"value_max ({self.value_max}) must be >= value_min ({self.value_min})"
-            )
-        if self.initial_price > self.max_price:
-            raise ValueError(
-                f"initial_price ({self.initial_price}) must be <= max_price ({self.max_price})"
-            )
-        if self.unit_cost >= self.max_price:
-            raise ValueError(f"unit_cost ({self.unit_cost}) must be < max_price ({self.max_price})")
+        in_order(
+            self, "value_max >= value_min", "initial_price <= max_price", "unit_cost < max_price"
+        )
         if self.visible is not None and self.visible > self.listings():
             raise ValueError(
                 f"visible ({self.visible}) must be <= the number of listings "

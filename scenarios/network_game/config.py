@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from society.fields import GraphFields, Kind, Share, SharedConfig, Split, default
+from society.fields import GraphFields, Kind, Share, SharedConfig, Split, default, in_order
 from society.mix import parse_weights
 
 # Preset payoff matrices (R, S, T, P); any of them can be overridden.
@@ -131,8 +131,7 @@ class NetworkGameConfig(GraphFields, SharedConfig):
             raise ValueError(
                 "until=fixation needs the plain evolutionary game (agents=rules, no strategies)"
             )
-        if self.average_from is not None and self.average_from > self.steps:
-            raise ValueError(f"average_from ({self.average_from}) must be <= steps ({self.steps})")
+        in_order(self, "average_from <= steps")
         R, S, T, P = self.matrix()
         orders = {
             "pd": (T > R > P >= S, "T > R > P >= S"),

@@ -6,7 +6,17 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from society.fields import Graph, GraphFields, Kind, Share, SharedConfig, Split, default, mixture
+from society.fields import (
+    Graph,
+    GraphFields,
+    Kind,
+    Share,
+    SharedConfig,
+    Split,
+    default,
+    in_order,
+    mixture,
+)
 
 # Rule agents' types; the shares of the default mix follow the types Fischbacher, Gächter &
 # Fehr (2001) found in the lab: about half conditional cooperators, a third free riders.
@@ -106,8 +116,6 @@ class PublicGoodsConfig(GraphFields, SharedConfig):
 
     @model_validator(mode="after")
     def _check(self) -> PublicGoodsConfig:
-        if self.groups == "random" and self.group_size > self.population:
-            raise ValueError(
-                f"group_size ({self.group_size}) must be <= population ({self.population})"
-            )
+        if self.groups == "random":
+            in_order(self, "group_size <= population")
         return self

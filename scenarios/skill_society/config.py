@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from society.fields import Graph, GraphFields, Kind, Share, SharedConfig, Split, default
+from society.fields import Graph, GraphFields, Kind, Share, SharedConfig, Split, default, in_order
 
 
 class SkillSocietyConfig(GraphFields, SharedConfig):
@@ -139,8 +139,7 @@ class SkillSocietyConfig(GraphFields, SharedConfig):
             raise ValueError(
                 f"population ({self.population}) must be a multiple of team_size ({self.team_size})"
             )
-        if self.experts > self.population:
-            raise ValueError(f"experts ({self.experts}) must be <= population ({self.population})")
+        in_order(self, "experts <= population")
         if self.eval_every % self.record_every or self.steps % self.record_every:
             raise ValueError(
                 f"eval_every ({self.eval_every}) and steps ({self.steps}) must be multiples of "
