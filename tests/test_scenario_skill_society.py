@@ -216,7 +216,7 @@ def test_team_structure_sets_the_weight_of_each_member():
     """A chain weighs members by their distance from the last one; with decay 0 only the
     answerer counts, so a team of a sure answerer and hopeless others always succeeds."""
     cfg = SkillSocietyConfig(population=6, team="chain", team_size=3, team_decay=0.0)
-    p = dyn.make_params(cfg)
+    p = cfg
     u = np.full((6, 2), 0.5, np.float32)
     prob = np.tile([0.0, 0.0, 1.0], 2).astype(np.float32)
     assert np.asarray(dyn._team_success(u, prob, p)).all()
@@ -224,18 +224,14 @@ def test_team_structure_sets_the_weight_of_each_member():
     assert not np.asarray(dyn._team_success(u, prob, p)).any()
     # star and tree answer from member 0; with decay 1 every member counts in full
     for team in ("star", "tree"):
-        q = dyn.make_params(
-            SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=0.0)
-        )
+        q = SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=0.0)
         assert np.asarray(
             dyn._team_success(u, np.tile([1.0, 0.0, 0.0], 2).astype(np.float32), q)
         ).all()
         assert not np.asarray(
             dyn._team_success(u, np.tile([0.0, 1.0, 1.0], 2).astype(np.float32), q)
         ).any()
-        q = dyn.make_params(
-            SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=1.0)
-        )
+        q = SkillSocietyConfig(population=6, team=team, team_size=3, team_decay=1.0)
         assert np.asarray(
             dyn._team_success(u, np.tile([0.0, 0.0, 1.0], 2).astype(np.float32), q)
         ).all()

@@ -13,7 +13,7 @@ policies do. Retired playbooks (used often, rarely followed by success) are clea
 
 The study (``model.py``) steps one replicate's world; the functions take agents of several
 replicates on one leading axis too (``replicate * n + seat``, a block-diagonal graph).
-Everything here is pure: ``step(key, world, choice, params, nb, active, ids) -> (world,
+Everything here is pure: ``step(key, world, choice, p, nb, active, ids) -> (world,
 outcome)``; no Python loop over agents or edges (the loop over domains in :func:`evaluate` is
 over a handful).
 """
@@ -24,9 +24,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from scenarios.skill_society.config import SkillSocietyConfig
 from scenarios.skill_society.tasks import DOMAINS, TRAIN_PARAMS
 from sim_core.graph import Neighbours, neighbour_argmax_at
-from sim_core.state import pytree_dataclass, static_field
+from sim_core.state import pytree_dataclass
 from society.cohorts.rules import agent_keys, agent_uniform
 
 EST_RATE = 0.2  # rate of an agent's running estimate of its success per domain
@@ -35,36 +36,7 @@ PRICE_BOUNDS = (0.25, 4.0)
 MEMO_WEIGHT = 0.5  # train score: memorised instances close this share of the remaining gap
 RULE_TEMPERATURE = 0.1  # rule agents: softmax temperature of the choice over estimates
 OPTIMISM = 1.0  # initial success estimates: optimism makes agents try every domain before settling
-
-
-@pytree_dataclass
-class Params:
-    slope: jax.Array
-    difficulty: jax.Array
-    practice_rate: jax.Array
-    transfer_rate: jax.Array
-    strength: jax.Array
-    forgetting: jax.Array
-    memorisation: jax.Array
-    distil_on_failure: jax.Array
-    distil_on_success: jax.Array
-    insight: jax.Array
-    ood_transfer: jax.Array
-    explore: jax.Array
-    initial_skill: jax.Array
-    retire_min_uses: jax.Array
-    retire_below: jax.Array
-    team_decay: jax.Array
-    n_rules: jax.Array  # training rules per domain (int32, (D,))
-    n: int = static_field()  # agents per replicate
-    sharing: str = static_field()
-    allocation: str = static_field()
-    team: str = static_field()
-    team_size: int = static_field()
-
-    @property
-    def domains(self) -> int:
-        return int(self.n_rules.shape[0])
+N_RULES = np.array([len(TRAIN_PARAMS[d]) for d in DOMAINS], np.int32)  # training rules a domain
 
 
 @pytree_dataclass
@@ -92,39 +64,11 @@ class Outcome:
     used_other: jax.Array  # (A,) bool: used another agent's artifact
 
 
-def make_params(cfg) -> Params:
-    f = jnp.float32
-    return Params(
-        slope=f(cfg.slope),
-        difficulty=f(cfg.difficulty),
-        practice_rate=f(cfg.practice_rate),
-        transfer_rate=f(cfg.transfer_rate),
-        strength=f(cfg.artifact_strength),
-        forgetting=f(cfg.forgetting),
-        memorisation=f(cfg.memorisation),
-        distil_on_failure=f(cfg.distil_on_failure),
-        distil_on_success=f(cfg.distil_on_success),
-        insight=f(cfg.insight),
-        ood_transfer=f(cfg.ood_transfer),
-        explore=f(cfg.explore),
-        initial_skill=f(cfg.initial_skill),
-        retire_min_uses=f(cfg.retire_min_uses),
-        retire_below=f(cfg.retire_below),
-        team_decay=f(cfg.team_decay),
-        n_rules=jnp.asarray([len(TRAIN_PARAMS[d]) for d in DOMAINS], jnp.int32),
-        n=int(cfg.population),
-        sharing=cfg.sharing,
-        allocation=cfg.allocation,
-        team=cfg.team,
-        team_size=int(cfg.team_size),
-    )
-
-
-def initial_world(p: Params, replicates: int, experts: int = 0) -> World:
+def initial_world(p: SkillSocietyConfig, replicates: int, experts: int = 0) -> World:
     """A fresh society: every agent at ``initial_skill``; the first ``experts`` seats of each
     replicate start at skill 0.9 with a playbook of quality 0.9 in every domain."""
-    a, d = replicates * p.n, p.domains
-    expert = jnp.asarray((np.arange(a) % p.n) < experts)[:, None]
+    a, d = replicates * p.population, len(DOMAINS)
+    expert = jnp.asarray((np.arange(a) % p.population) < experts)[:, None]
     skill = jnp.where(expert, 0.9, p.initial_skill) * jnp.ones((a, d), jnp.float32)
     return World(
         skill=skill.astype(jnp.float32),
@@ -160,12 +104,14 @@ def _best_per_replicate(score: jax.Array, n: int) -> jax.Array:
     return local + (jnp.arange(a // n) * n)[:, None]
 
 
-def sources(w: World, p: Params, nb: Neighbours, d: jax.Array) -> tuple[jax.Array, jax.Array]:
+def sources(
+    w: World, p: SkillSocietyConfig, nb: Neighbours, d: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """The agent whose playbook for ``d[i]`` agent ``i`` uses (the visible one of highest
     measured quality; its own on ties), and whether there is any."""
     a = d.shape[0]
     idx = jnp.arange(a)
-    rep = idx // p.n
+    rep = idx // p.population
     m = measured(w)
     own = m[idx, d]
     if p.sharing == "none":
@@ -174,12 +120,12 @@ def sources(w: World, p: Params, nb: Neighbours, d: jax.Array) -> tuple[jax.Arra
         cand = neighbour_argmax_at(nb, m, d)
         best = jnp.where(m[cand, d] > own, cand, idx)
     elif p.sharing == "broadcast":
-        cand = _best_per_replicate(m, p.n)[rep, d]
+        cand = _best_per_replicate(m, p.population)[rep, d]
         best = jnp.where(m[cand, d] > own, cand, idx)
     else:  # strong-to-weak: the niche's best playbook reaches the niche's weaker agents
         niche = niche_of(w)
-        in_niche = niche[:, None] == jnp.arange(p.domains)
-        cand = _best_per_replicate(jnp.where(in_niche, m, -1.0), p.n)[rep, d]
+        in_niche = niche[:, None] == jnp.arange(len(DOMAINS))
+        cand = _best_per_replicate(jnp.where(in_niche, m, -1.0), p.population)[rep, d]
         ok = (niche == d) & (niche[cand] == d) & (w.est[cand, d] > w.est[idx, d])
         best = jnp.where(ok & (m[cand, d] > own), cand, idx)
     return best, w.art_q[best, d] > 0
@@ -199,7 +145,7 @@ def _gumbel(u: jax.Array) -> jax.Array:
     return -jnp.log(-jnp.log(u))
 
 
-def _team_success(u: jax.Array, prob: jax.Array, p: Params) -> jax.Array:
+def _team_success(u: jax.Array, prob: jax.Array, p: SkillSocietyConfig) -> jax.Array:
     """One draw per team: 1 - prod_k (1 - w_k p_k), w_k = decay ** (links from the answerer)."""
     ts = p.team_size
     k = np.arange(ts)
@@ -215,12 +161,11 @@ def _team_success(u: jax.Array, prob: jax.Array, p: Params) -> jax.Array:
     return jnp.repeat(u[::ts, 0] < team_p, ts)  # the first member's draw decides
 
 
-@jax.jit
 def step(
     key: jax.Array,
     w: World,
     choice: jax.Array,
-    p: Params,
+    p: SkillSocietyConfig,
     nb: Neighbours,
     active: jax.Array,
     ids: jax.Array,
@@ -228,15 +173,15 @@ def step(
     """One moment: every active agent attempts one task; returns the new world."""
     a, nd = w.skill.shape
     idx = jnp.arange(a)
-    rep = idx // p.n
-    r = a // p.n
+    rep = idx // p.population
+    r = a // p.population
     # success, team, distil, rule, then what the allocation needs (column j depends only on
     # (key, id, j), so drawing fewer columns changes nothing else)
     u = uniforms(key, ids, 4 + {"random": 1, "router": nd}.get(p.allocation, 0))
     if p.allocation == "random":
         d = jnp.minimum(jnp.floor(u[:, 4] * nd), nd - 1)
     elif p.allocation == "router":  # comparative advantage within the replicate
-        mean = w.est.reshape(r, p.n, nd).mean(1)[rep]
+        mean = w.est.reshape(r, p.population, nd).mean(1)[rep]
         d = jnp.argmax(w.est - mean + 1e-3 * _gumbel(u[:, 4:]), axis=1)
     else:
         d = choice
@@ -248,7 +193,7 @@ def step(
     # only another agent's playbook teaches; one's own helps but holds nothing new
     mq = jnp.where(has & (src != idx), measured(w)[src, d], 0.0)
     s = w.skill[idx, d]
-    prob = jax.nn.sigmoid(p.slope * (s + p.strength * q * (1.0 - s) - p.difficulty))
+    prob = jax.nn.sigmoid(p.slope * (s + p.artifact_strength * q * (1.0 - s) - p.difficulty))
     if p.team != "none":
         won = _team_success(u[:, :2], prob, p)
     else:
@@ -273,7 +218,7 @@ def step(
     write = active & jnp.where(won, u[:, 2] < p.distil_on_success, u[:, 2] < p.distil_on_failure)
     s_new = skill[idx, d]
     q_new = jnp.clip(s_new + p.insight * (1.0 - s_new) * (1.0 - succ), 0.0, 1.0)
-    rule = jnp.floor(u[:, 3] * p.n_rules[d]).astype(jnp.int32)
+    rule = jnp.floor(u[:, 3] * jnp.asarray(N_RULES)[d]).astype(jnp.int32)
     new = (hot > 0) & (write & (q_new > w.art_q[idx, d]))[:, None]
     art_q = jnp.where(new, q_new[:, None], w.art_q)
     art_a = jnp.where(new, 1.0, art_a)
@@ -288,7 +233,7 @@ def step(
     art_b = jnp.where(retire, 1.0, art_b)
     art_rule = jnp.where(retire, -1, art_rule)
     # bidding: a domain's price rises while fewer agents take its tasks than arrive
-    per_rep = hot.reshape(r, p.n, nd).sum(1)
+    per_rep = hot.reshape(r, p.population, nd).sum(1)
     share = per_rep / jnp.maximum(per_rep.sum(1, keepdims=True), 1.0)
     price = jnp.clip(w.price * jnp.exp(PRICE_RATE * (1.0 - nd * share)), *PRICE_BOUNDS)
     reward = succ * (w.price[rep, d] if p.allocation == "bidding" else 1.0)
@@ -305,14 +250,13 @@ def step(
         attempts=w.attempts + hot,
         successes=w.successes + hot * succ[:, None],
         price=price,
-        reused=w.reused + other.astype(jnp.float32).reshape(r, p.n).sum(1),
-        total=w.total + act.reshape(r, p.n).sum(1),
+        reused=w.reused + other.astype(jnp.float32).reshape(r, p.population).sum(1),
+        total=w.total + act.reshape(r, p.population).sum(1),
     )
     return world, Outcome(domain=d, success=succ, reward=reward, used_other=other)
 
 
-@jax.jit
-def evaluate(w: World, p: Params, nb: Neighbours) -> dict[str, jax.Array]:
+def evaluate(w: World, p: SkillSocietyConfig, nb: Neighbours) -> dict[str, jax.Array]:
     """Expected scores of every agent, without learning: ``train``, ``heldout`` and ``ood``
     (A,), and ``heldout_domain`` (A, D). Agents use the best artifact they can see;
     memorised instances help on train only; shifted rules and the unseen domain get
@@ -323,7 +267,7 @@ def evaluate(w: World, p: Params, nb: Neighbours) -> dict[str, jax.Array]:
         src, has = sources(w, p, nb, jnp.full((a,), dom, jnp.int32))
         q = jnp.where(has, w.art_q[src, dom], 0.0)
         s = w.skill[:, dom]
-        eff = s + p.strength * q * (1.0 - s)
+        eff = s + p.artifact_strength * q * (1.0 - s)
         held.append(jax.nn.sigmoid(p.slope * (eff - p.difficulty)))
         memo = eff + MEMO_WEIGHT * w.memo[:, dom] * (1.0 - eff)
         train.append(jax.nn.sigmoid(p.slope * (memo - p.difficulty)))
@@ -338,8 +282,7 @@ def evaluate(w: World, p: Params, nb: Neighbours) -> dict[str, jax.Array]:
     }
 
 
-@jax.jit
-def turnover(w: World, p: Params, inherit: jax.Array) -> World:
+def turnover(w: World, p: SkillSocietyConfig, inherit: jax.Array) -> World:
     """A new generation in every seat: fresh skills; playbooks pass on only with ``inherit``."""
     keep = inherit.astype(bool)
     fresh = jnp.zeros_like(w.skill)

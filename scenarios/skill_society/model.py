@@ -91,7 +91,7 @@ def _initial(w: dict) -> jax.Array:
 def _checkpoint(w: dict, p: SkillSocietyConfig, first: bool) -> dict:
     """Scores of every agent without learning, per (split, kind); what the headline keeps."""
     s = w["skill"]
-    ev = dyn.evaluate(s, dyn.make_params(p), graph(p))
+    ev = dyn.evaluate(s, p, graph(p))
     numeric = w["kind"] != 2
     primary = jnp.where(numeric.any(), numeric, ~numeric).astype(jnp.float32)
     domain = primary @ ev["heldout_domain"] / jnp.maximum(primary.sum(), 1.0)
@@ -153,8 +153,8 @@ class SkillSociety(Study):
             "tokens": jnp.float32(0), "tokens_first": jnp.float32(0),
             "code": jnp.float32(0 if p.artifact_kind == "code" and "llm" in _kinds(p) else jnp.nan),
         }  # fmt: skip
-        skill = dyn.initial_world(dyn.make_params(p), 1, p.experts)
-        ev = dyn.evaluate(skill, dyn.make_params(p), graph(p))
+        skill = dyn.initial_world(p, 1, p.experts)
+        ev = dyn.evaluate(skill, p, graph(p))
         return llm | {
             "skill": skill, "eval0": jnp.stack([ev[k] for k in SPLITS], 1),
             "kind": jnp.zeros(n, jnp.int32), "t": jnp.int32(0), "u": _draws(key, p),
@@ -171,16 +171,16 @@ class SkillSociety(Study):
         return obs | ({"u": w["u"]} if "rules" in _kinds(p) else {})
 
     def step(key, w, act, p):
-        P, t, n = dyn.make_params(p), w["t"], p.population
+        t, n = w["t"], p.population
         numeric = w["kind"] != 2  # with LLM agents, checkpoints follow their turn (agents.py)
         mine = numeric.all()
         w = jax.lax.cond((t == 0) & mine, lambda w: _checkpoint(w, p, True), lambda w: w, w)
         turnover = (t > 0) & (t % p.steps == 0)
         s = jax.lax.cond(
-            turnover, lambda s: dyn.turnover(s, P, jnp.asarray(p.inherit)), lambda s: s, w["skill"]
+            turnover, lambda s: dyn.turnover(s, p, jnp.asarray(p.inherit)), lambda s: s, w["skill"]
         )
         k_step, k_next = jax.random.split(key)
-        s, out = dyn.step(k_step, s, act, P, graph(p), numeric, jnp.arange(n))
+        s, out = dyn.step(k_step, s, act, p, graph(p), numeric, jnp.arange(n))
         has = (s.art_q.max(1) >= p.reach_quality) & numeric
         w = {**w, "skill": s, "t": t + 1, "u": _draws(k_next, p), "checked": jnp.bool_(False),
              "counted": jnp.where(turnover, 0.0, w["counted"]),
