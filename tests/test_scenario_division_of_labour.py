@@ -15,10 +15,9 @@ import pandas as pd
 import pytest
 
 import scenarios
+from scenarios.division_of_labour.config import DivisionOfLabourConfig
 from scenarios.division_of_labour.dynamics import (
-    Params,
     World,
-    make_params,
     offer,
     response_probability,
     rule_decisions,
@@ -31,12 +30,12 @@ NAME = "division-of-labour"
 LLM = {"llm": "openai/test-model"}
 
 
-def params(**kw) -> Params:
+def params(**kw) -> DivisionOfLabourConfig:
     base = dict(
-        agents=4, tasks=2, delta=1.0, alpha=2.0, quit_prob=0.2, reinforcement=True, xi=10.0,
-        phi=1.0, theta_min=1.0, theta_max=100.0, average_from=0,
+        population=4, tasks=2, delta=1.0, alpha=2.0, quit_prob=0.2, reinforcement=True, xi=10.0,
+        phi=1.0, theta_min=1.0, theta_max=100.0, theta_init=50.0, average_from=0,
     )  # fmt: skip
-    return make_params(**{**base, **kw})
+    return DivisionOfLabourConfig(**{**base, **kw})
 
 
 def f32(x) -> jax.Array:
@@ -50,7 +49,7 @@ def sorted_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 # -- the rules, by hand ---------------------------------------------------------------------
 def test_transition_by_hand():
-    step = jax.jit(transition)  # one compile: the rates are traced
+    step = transition
     p = params()
     world = World(
         task=jnp.array([-1, 0, 1, -1], jnp.int32),
@@ -99,11 +98,11 @@ def test_rule_decisions_follow_the_response_probability():
 
 def test_offer_draws_tasks_uniformly_and_quits_at_quit_prob():
     n, m = 20_000, 4
-    p = params(agents=n, tasks=m, quit_prob=0.3)
+    p = params(population=n, tasks=m, quit_prob=0.3)
     task = jnp.where(jnp.arange(n) < n // 2, 2, -1).astype(jnp.int32)  # half active
     theta = jax.random.uniform(jax.random.key(0), (n, m)) * 100
     world = World(task=task, theta=theta, s=f32([1.0, 2.0, 3.0, 4.0]), counts=jnp.zeros((n, m)))
-    met, quit, stim, th = jax.jit(offer)(p, world, jax.random.key(1), 7)
+    met, quit, stim, th = offer(p, world, jax.random.key(1), 7)
     met, quit = np.asarray(met), np.asarray(quit)
     # Idle agents never quit; active ones at 0.3 (sd sqrt(.3 * .7 / 10000) = 0.0046: 5 sd).
     assert not quit[n // 2 :].any()

@@ -27,42 +27,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from sim_core.state import pytree_dataclass, static_field
+from scenarios.division_of_labour.config import DivisionOfLabourConfig
+from sim_core.state import pytree_dataclass
 from society.cohorts.rules import BUILTINS, agent_keys
 
 STEEPNESS = 2.0  # the exponent of the response function in Bonabeau et al. (1996)
-
-
-@pytree_dataclass
-class Params:
-    """The colony's constants. Sizes are static; the rates are traced, so runs that differ
-    only in them share compilations (build with :func:`make_params`)."""
-
-    agents: int = static_field()
-    tasks: int = static_field()
-    delta: jax.Array
-    alpha: jax.Array
-    quit_prob: jax.Array
-    reinforcement: jax.Array  # bool
-    xi: jax.Array
-    phi: jax.Array
-    theta_min: jax.Array
-    theta_max: jax.Array
-    average_from: jax.Array  # int
-
-
-def make_params(
-    agents: int, tasks: int, *, reinforcement: bool, average_from: int, **rates: float
-) -> Params:
-    """Params with float32 rates (``delta``, ``alpha``, ``quit_prob``, ``xi``, ``phi``,
-    ``theta_min``, ``theta_max``)."""
-    return Params(
-        agents=int(agents),
-        tasks=int(tasks),
-        reinforcement=jnp.asarray(bool(reinforcement)),
-        average_from=jnp.asarray(int(average_from), jnp.int32),
-        **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()},
-    )
 
 
 @pytree_dataclass
@@ -84,10 +53,10 @@ def response_probability(s: jax.Array, theta: jax.Array) -> jax.Array:
     return jnp.where((s == 0) & (theta == 0), 1.0, p)
 
 
-def offer(p: Params, world: World, key: jax.Array, t: jax.Array):
+def offer(p: DivisionOfLabourConfig, world: World, key: jax.Array, t: jax.Array):
     """The world's draws of step ``t``: the task each agent meets, who quits, and what an
     idle agent sees (the stimulus of its task and its own threshold for it)."""
-    u = jax.random.uniform(jax.random.fold_in(key, t), (p.agents, 2))
+    u = jax.random.uniform(jax.random.fold_in(key, t), (p.population, 2))
     met = jnp.minimum((u[:, 0] * p.tasks).astype(jnp.int32), p.tasks - 1)
     quit = (world.task >= 0) & (u[:, 1] < p.quit_prob)
     stim = world.s[met]
@@ -95,13 +64,15 @@ def offer(p: Params, world: World, key: jax.Array, t: jax.Array):
     return met, quit, stim, theta
 
 
-def transition(p: Params, world: World, engage: jax.Array, met: jax.Array, quit: jax.Array, t):
+def transition(
+    p: DivisionOfLabourConfig, world: World, engage: jax.Array, met: jax.Array, quit: jax.Array, t
+):
     """Apply every decision of step ``t`` at once. ``engage`` counts for idle agents only."""
     idle = world.task < 0
     task = jnp.where(idle & (engage > 0), met, jnp.where(quit, -1, world.task))
     doing = (task[:, None] == jnp.arange(p.tasks)[None, :]).astype(jnp.float32)
     n_on = doing.sum(axis=0)
-    s = jnp.maximum(world.s + p.delta - p.alpha * n_on / p.agents, 0.0)
+    s = jnp.maximum(world.s + p.delta - p.alpha * n_on / p.population, 0.0)
     learnt = jnp.clip(world.theta - p.xi * doing + p.phi * (1.0 - doing), p.theta_min, p.theta_max)
     theta = jnp.where(p.reinforcement, learnt, world.theta)
     counts = world.counts + doing * (t >= p.average_from)

@@ -27,7 +27,6 @@ import pandas as pd
 from scenarios.division_of_labour.config import DivisionOfLabourConfig
 from scenarios.division_of_labour.dynamics import (
     World,
-    make_params,
     response_probability,
     transition,
 )
@@ -115,19 +114,8 @@ class DivisionOfLabour(Study):
     def step(key, w, act, p):
         o, idle = DivisionOfLabour.observe(w, p), w["task"] < 0
         quit = ~idle & (w["u"][:, 1] < p.quit_prob)
-        rates = {
-            k: getattr(p, k)
-            for k in ("delta", "alpha", "quit_prob", "xi", "phi", "theta_min", "theta_max")
-        }
-        params = make_params(
-            p.population,
-            p.tasks,
-            reinforcement=p.reinforcement,
-            average_from=p.average_from,
-            **rates,
-        )
         world = World(task=w["task"], theta=w["theta"], s=w["s"], counts=w["counts"])
-        new = transition(params, world, act, o["task"], quit, w["t"])
+        new = transition(p, world, act, o["task"], quit, w["t"])
         gains = jnp.where(idle & (act > 0), (o["stimulus"] - o["threshold"]) / p.theta_max, 0.0)
         return {**w, **vars(new), "t": w["t"] + 1, "u": _offer(key, p.population, p)}, gains  # fmt: skip
 
