@@ -141,7 +141,7 @@ def uniforms(key: jax.Array, ids: jax.Array, n: int) -> jax.Array:
     return jnp.stack(cols[:n], 1)
 
 
-def _gumbel(u: jax.Array) -> jax.Array:
+def gumbel(u: jax.Array) -> jax.Array:
     return -jnp.log(-jnp.log(u))
 
 
@@ -182,7 +182,7 @@ def step(
         d = jnp.minimum(jnp.floor(u[:, 4] * nd), nd - 1)
     elif p.allocation == "router":  # comparative advantage within the replicate
         mean = w.est.reshape(r, p.population, nd).mean(1)[rep]
-        d = jnp.argmax(w.est - mean + 1e-3 * _gumbel(u[:, 4:]), axis=1)
+        d = jnp.argmax(w.est - mean + 1e-3 * gumbel(u[:, 4:]), axis=1)
     else:
         d = choice
     if p.team != "none":  # a team works on its first member's domain

@@ -60,7 +60,7 @@ def choose(o: Mapping[str, Any], p: SkillSocietyConfig) -> jax.Array:
     ``explore`` a random domain."""
     u = o["u"]
     value = o["estimate"] * o.get("price", 1.0)
-    greedy = jnp.argmax(value + dyn.RULE_TEMPERATURE * dyn._gumbel(u[:D]))
+    greedy = jnp.argmax(value + dyn.RULE_TEMPERATURE * dyn.gumbel(u[:D]))
     rand = jnp.minimum(jnp.floor(u[D] * D), D - 1).astype(jnp.int32)
     return jnp.where(u[D + 1] < p.explore, rand, greedy)
 
