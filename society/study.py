@@ -15,8 +15,10 @@ with ``prompt``, or any mix by ``agents``/``split``), time on the scheduler, che
 (world, population, queue), reporters recorded as tidy rows, the headline (each reporter's
 value at the last step) and LLM budget stops. With rule agents only (or a model without
 agents' choices, ``actions = None``), the whole run is a compiled ``lax.scan`` over steps,
-vmapped over replicates (``sim_core.study``); otherwise one moment per step, each cohort
-acting once for all its agents.
+vmapped over replicates (``sim_core.study``); otherwise one moment per step, the worlds of a
+batch of replicates (``batch_replicates``, default all) stepping in one vectorised call and
+each replicate's cohorts acting once for all its agents, the LLM calls of every replicate in
+flight together. Draws are per replicate, so rows do not depend on the batching.
 
 Births and deaths: a study may declare ``capacity(p)``, the agents' slots at first, keep an
 ``alive`` mask and count in ``world["overflow"]`` the births that found no free slot
@@ -131,6 +133,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar, Literal, get_args
 
 import jax
@@ -290,7 +293,7 @@ class Study(Scenario):
             decide = (lambda k, obs: f["rule"](obs)) if cls.actions is not None else None  # noqa: E731
             args = (f["step"], f["observe"], decide, cls.reporters, length)
             return engine.chunk(*args) if what == "chunk" else engine.whole(f["init"], *args)
-        if what == "moment":  # one step of one replicate, actions given
+        if what == "moment":  # one step of a batch of replicates, actions given
 
             def moment(world, key, t, actions):
                 _, k_step = engine.step_keys(key, t)
@@ -302,17 +305,15 @@ class Study(Scenario):
                 )  # fmt: skip
                 return world, engine.report(cls.reporters, world, out), rewards, out
 
-            return jax.jit(moment)
+            return jax.jit(jax.vmap(moment, in_axes=(0, 0, None, 0)))
         if what == "report":
-            return jax.jit(partial(engine.report, cls.reporters))
+            return jax.jit(jax.vmap(partial(engine.report, cls.reporters)))
         if what == "initial":  # a batch of initial worlds' reporters named in ``initial``
             named = {k: cls.reporters[k] for k in cls.initial}
             return jax.jit(jax.vmap(lambda w: engine.report(named, w, None)))
         if what == "observe":
-            return jax.jit(f["observe"])
-        if what in ("due", "done"):
-            return jax.jit(partial(getattr(cls, what), p=cfg))
-        if what in ("stop", "summary"):
+            return jax.jit(jax.vmap(f["observe"]))
+        if what in ("due", "done", "stop", "summary"):
             return jax.jit(jax.vmap(partial(getattr(cls, what), p=cfg)))
         if what == "agents":
             return jax.jit(jax.vmap(lambda w: engine.report(cls.agent_reporters, w, None)))
@@ -534,17 +535,13 @@ class Study(Scenario):
                 f"study '{self.name}' has no prompt: LLM agents cannot play it (agents: rules, learned)"
             )
 
+        size = ctx.batch_replicates or ctx.replicates
+
         async def batch(reps: np.ndarray, client: Any) -> tuple[dict, float]:
-            done = await self._cohort_replicate(cfg, ctx, int(reps[0]), client)
+            done = await self._cohort_batch(cfg, ctx, int(reps[0]) // size, reps, client)
             return done, self._steps(cfg) / self._period(cfg)
 
-        return drive(
-            cfg,
-            ctx,
-            batch,
-            llm=uses_llm(cfg, self._agents(cfg, ctx)),
-            batches=[np.array([r]) for r in range(ctx.replicates)],
-        )
+        return drive(cfg, ctx, batch, llm=uses_llm(cfg, self._agents(cfg, ctx)))
 
     def _agents(self, cfg: Any, ctx: RunContext) -> int:
         """How many agents choose: the observation's agent axis (a model's size sets it),
@@ -600,11 +597,11 @@ class Study(Scenario):
         }  # fmt: skip
 
     async def _talk(
-        self, cfg: Any, ctx: RunContext, r: int, t: int, llm: Any, agents: Any, obs: Any
-    ) -> None:
+        self, cfg: Any, r: int, t: int, llm: Any, agents: Any, obs: Any
+    ) -> list[tuple[int, str]]:
         """``agents`` (LLM agents) each post one message, in flight together; the posts, cut to
         the parameter ``message_chars`` when there is one, are ``render``'s ``messages`` this
-        step and lines of ``messages.jsonl`` in the run directory."""
+        step (returned: lines of ``messages.jsonl`` in the run directory)."""
         from society.llm import Request
 
         host, requests = llm.observation_fields(obs), []
@@ -630,28 +627,23 @@ class Study(Scenario):
             " ".join((c.parsed.message if c.parsed is not None else "").split())[:cut] for c in done
         ]
         llm.posts = list(zip(agents.tolist(), said, strict=True))
-        if ctx.run_dir is not None:
-            with (ctx.run_dir / "messages.jsonl").open("a") as fh:
-                fh.writelines(
-                    json.dumps({"replicate": r, "step": t + 1, "agent": a, "message": m}) + "\n"
-                    for a, m in llm.posts
-                )
+        return llm.posts
 
-    async def _births(
-        self, cfg: Any, ctx: RunContext, r: int, t: int, world: Any, pop: Any, kinds: Any
-    ) -> None:
-        """Agents whose world ``child_of`` is set are replaced by children of those parents."""
+    async def _births(self, cfg: Any, ctx: RunContext, s: Any, t: int, world: Any) -> None:
+        """Replicate ``s``'s agents whose world ``child_of`` is set are replaced by children
+        of those parents."""
         parent = np.asarray(world["child_of"])
         born = np.flatnonzero(parent >= 0)
         if born.size:
-            pop.remove(born)
-            key = fold(ctx.rng.key("births", r), t)
+            s.pop.remove(born)
+            key = fold(ctx.rng.key("births", s.r), t)
             mutation = getattr(cfg, "mutation", 0.0)
-            pop.fork(parent[born], born, key=key, mutation=mutation, time=float(t + 1))
-            kinds[born] = kinds[parent[born]]
-            new = born[kinds[born] == "llm"]
+            s.pop.fork(parent[born], born, key=key, mutation=mutation, time=float(t + 1))
+            s.kinds[born] = s.kinds[parent[born]]
+            s.llm = s.kinds == "llm"
+            new = born[s.kinds[born] == "llm"]
             if type(self).persona is not None and new.size:
-                await self._personas(cfg, r, world, pop.cohort("llm"), new)
+                await self._personas(cfg, s.r, world, s.pop.cohort("llm"), new)
 
     async def _personas(self, cfg: Any, r: int, world: Any, llm: Any, agents: Any) -> None:
         """LLM ``agents`` each write their persona (``persona``), in flight together."""
@@ -707,233 +699,269 @@ class Study(Scenario):
         return (reply, lambda m: float(np.clip(float(getattr(m, field)), low, high)),
                 lambda a: reply.model_construct(**text, **{field: a}))  # fmt: skip
 
-    async def _cohort_replicate(
-        self, cfg: Any, ctx: RunContext, r: int, client: Any
+    async def _cohort_batch(
+        self, cfg: Any, ctx: RunContext, b: int, reps: np.ndarray, client: Any
     ) -> dict[str, np.ndarray]:
+        """Batch ``b``: its replicates' worlds step together (one vectorised call a step);
+        each replicate's cohorts choose and learn in turn, their LLM calls in flight
+        together; draws are per replicate, so rows do not depend on the batching."""
         from society.driver import budget_reached
-        from society.population import build_population, kinds_of
 
-        done = ctx.checkpoints.finished(r)
+        done = ctx.checkpoints.finished(b)
         if done is not None:  # finished before the run was resumed
             return {k: np.asarray(v) for k, v in done.items()}
-        reps = np.array([r])
-        key = ctx.rng.keys("world", reps)[0]
+        keys = ctx.rng.keys("world", reps)
         ids = np.arange(self._agents(cfg, ctx))
-        kinds = kinds_of(cfg, ctx.rng.numpy("agents", r), ids.size)
-        pop = build_population(kinds, ids, self._cohorts(cfg, ctx, r, client))
+        seats = [self._seat(cfg, ctx, int(r), client, ids) for r in reps]
         observe, moment = self._compiled(cfg, "observe"), self._compiled(cfg, "moment")
-        learn_key = ctx.rng.key("learn", r)
+        study, steps, acts = type(self), self._steps(cfg), type(self).actions
+        dtype = np.float32 if isinstance(acts, Continuous) else np.int32  # an index or a number
+        every = parse_every(getattr(cfg, "act_every", None))  # a kind decides every K steps
         state: dict[str, Any] = {"last": {}}
         sim = Scheduler()
-        # LLM replies as events: with llm_latency L, LLM agents are asked at t and their
-        # reply is their choice from t + L on (until then, their last one).
-        late = getattr(cfg, "llm_latency", 0) and "llm" in [c.name for c in pop.cohorts]
-        late = late and type(self).llm_cohort is None  # a study's own LLM agents keep their time
-        after = [c for c in pop.cohorts if hasattr(c, "after")]
-        slow = pop.cohort("llm").agents if late else ids[:0]
-        fast = np.setdiff1d(ids, slow)
-        acts = type(self).actions
-        dtype = np.float32 if isinstance(acts, Continuous) else np.int32  # an index or a number
-        state["held"] = np.full(slow.size, acts.fallback if late else 0, dtype)
-        state["asked"] = None  # the request in flight: a task, or its reply restored as data
-        state["earned"] = np.zeros(slow.size)  # LLM agents' rewards while their choice held
-        # act_every: a kind decides every K steps and holds its last choice in between
-        every = parse_every(getattr(cfg, "act_every", None))
-        state["choice"] = np.full(ids.size, acts.fallback, dtype)
-        state["decisions"], state["return"] = [], np.zeros(ids.size)  # episodes (``done``)
-        state["llm"] = kinds == "llm"  # once (and at births): comparing strings costs ms a step
-        shelf = None  # the artifact store (``retrieve``, ``publish``)
-        if type(self).retrieve is not None or type(self).publish is not None:
-            shelf = _Shelf(self, cfg, ctx, r, pop.cohort("llm") if "llm" in kinds else None)
         stops = self._stops(cfg, ctx)
+        one = lambda w, i: jax.tree_util.tree_map(lambda x: x[i], w)  # noqa: E731 - replicate i
 
-        async def act(t: int) -> None:
-            """Step ``t``: every cohort acts once for all its agents, then the world steps."""
-            # on the host: the cohorts' rows are numpy indexing, not eager jax gathers
-            obs = jax.tree_util.tree_map(np.asarray, observe(state["world"]))
-            k_act, _ = _step_keys(key, t)
+        async def choose(i: int, t: int, obs: Any, due: np.ndarray) -> np.ndarray:
+            """Replicate ``i``'s agents choose at step ``t`` from ``obs`` (numpy, its world's)."""
+            s = seats[i]
+            k_act, _ = _step_keys(keys[i], t)
             actions = np.full(ids.size, acts.fallback, dtype)
             rows = lambda a: jax.tree_util.tree_map(lambda x: x[a], obs)  # noqa: E731
-            due = np.ones(ids.size, bool)
-            if type(self).due is not None:  # LLM agents not due are not asked
-                due = np.asarray(self._compiled(cfg, "due")(state["world"]))
-            idle = np.zeros(ids.size, bool)
+            s.idle = np.zeros(ids.size, bool)  # holding their last choice (act_every)
             for kind, k in every.items():
-                idle |= (kinds == kind) & (t % k != 0)
-            actions[idle] = state["choice"][idle]
-            is_llm = state["llm"]
-            asked = fast[(due[fast] | ~is_llm[fast]) & ~idle[fast]]
+                s.idle |= (s.kinds == kind) & (t % k != 0)
+            actions[s.idle] = s.choice[s.idle]
+            asked = s.fast[(due[s.fast] | ~s.llm[s.fast]) & ~s.idle[s.fast]]
+            talkers = asked[s.llm[asked]]
+            if study.talk is not None and "llm" in s.kinds:  # LLM agents post, then choose
+                s.posts = await self._talk(cfg, s.r, t, s.pop.cohort("llm"), talkers, rows(talkers))
+            if s.shelf is not None and talkers.size:  # LLM agents look up artifacts first
+                s.shelf.ask(talkers, rows(talkers))
             whole = asked.size == ids.size
-            talkers = asked[is_llm[asked]]
-            if type(self).talk is not None and "llm" in kinds:  # LLM agents post, then choose
-                await self._talk(cfg, ctx, r, t, pop.cohort("llm"), talkers, rows(talkers))
-            if shelf is not None and talkers.size:  # LLM agents look up artifacts first
-                shelf.ask(talkers, rows(talkers))
-            actions[asked] = np.asarray(await pop.act(asked, obs if whole else rows(asked), k_act))
-            if shelf is not None and talkers.size:
-                shelf.answered(pop.cohort("llm").answered, t)
-            raw = actions.copy()  # what the cohorts chose: learned agents learn from it
+            actions[asked] = np.asarray(
+                await s.pop.act(asked, obs if whole else rows(asked), k_act)
+            )
+            if s.shelf is not None and talkers.size:
+                s.shelf.answered(s.pop.cohort("llm").answered, t)
+            s.raw = actions.copy()  # what the cohorts chose: learned agents learn from it
             if isinstance(acts, Continuous):  # learned agents' (0, 1) scaled to the bounds
                 low, high = acts.bounds(cfg)
-                learned = asked[kinds[asked] == "learned"]
-                actions[learned] = low + raw[learned] * (high - low)
-            if late:
-                if state["asked"] is None and t + cfg.llm_latency < self._steps(cfg):
-                    llm = pop.cohort("llm")
-                    if shelf is not None:
-                        shelf.ask(slow, rows(slow))
-                    state["asked"] = asyncio.ensure_future(
-                        llm.aact(slow, rows(slow), k_act, remember=False)
+                learned = asked[s.kinds[asked] == "learned"]
+                actions[learned] = low + s.raw[learned] * (high - low)
+            if s.late:  # LLM replies as events: asked at t, their choice from t + latency on
+                if s.asked is None and t + cfg.llm_latency < steps:
+                    if s.shelf is not None:
+                        s.shelf.ask(s.slow, rows(s.slow))
+                    llm = s.pop.cohort("llm")
+                    s.asked = asyncio.ensure_future(
+                        llm.aact(s.slow, rows(s.slow), k_act, remember=False)
                     )
-                    sim.at(float(t + cfg.llm_latency), reply, name="reply", priority=-1)
-                actions[slow] = state["held"]
-            state["choice"] = actions.copy()
+                    sim.at(float(t + cfg.llm_latency), reply, i, name="reply", priority=-1)
+                actions[s.slow] = s.held
+            s.choice = actions.copy()
+            return actions
+
+        def learn(i: int, t: int, obs: Any, due: np.ndarray, rewards: np.ndarray, end: Any) -> None:
+            """Replicate ``i``'s learners learn from step ``t``'s ``rewards`` (LLM agents with
+            a latency when their reply lands)."""
+            s = seats[i]
+            learners = s.fast[due[s.fast] & ~s.idle[s.fast]]
+            seen = obs if learners.size == ids.size else one(obs, learners)
+            if study.done is None:
+                s.pop.learn(learners, seen, s.raw[learners], rewards[learners], fold(s.key, t))
+            else:  # episodes: each decision learns from the episode's return at its end
+                s.decisions.append((learners, seen, s.raw[learners]))
+                s.ret = s.ret + rewards
+                if end:
+                    for k, (a, o, x) in enumerate(s.decisions):
+                        s.pop.learn(a, o, x, s.ret[a], fold(fold(s.key, t), k))
+                    s.decisions, s.ret = [], np.zeros(ids.size)
+            s.earned = s.earned + rewards[s.slow]
+
+        async def act(t: int) -> None:
+            """Step ``t``: every cohort acts once for all its agents, then the worlds step."""
+            # on the host: the cohorts' rows are numpy indexing, not eager jax gathers
+            obs = jax.tree_util.tree_map(np.asarray, observe(state["world"]))
+            due = np.ones((len(reps), ids.size), bool)
+            if study.due is not None:  # LLM agents not due are not asked
+                due = np.asarray(self._compiled(cfg, "due")(state["world"]))
+            chosen = [choose(i, t, one(obs, i), due[i]) for i in range(len(reps))]
+            actions = np.stack(await asyncio.gather(*chosen))
+            if study.talk is not None and ctx.run_dir is not None:  # in replicate order
+                with (ctx.run_dir / "messages.jsonl").open("a") as fh:
+                    fh.writelines(
+                        json.dumps({"replicate": s.r, "step": t + 1, "agent": a, "message": m})
+                        + "\n"
+                        for s in seats
+                        for a, m in s.posts
+                    )
             state["world"], values, rewards, out = moment(
-                state["world"], key, t, jnp.asarray(actions)
+                state["world"], keys, t, jnp.asarray(actions)
             )
-            if after:  # cohorts' work after the step, on the world the reporters then see
+            if any(s.after for s in seats):  # cohorts' work after the step, then the rows
                 await see(t + 1)
                 values = self._compiled(cfg, "report")(state["world"], out)
-            if rewards is not None:  # LLM agents with a latency learn when their reply lands
-                learners = fast[due[fast] & ~idle[fast]]
-                seen = obs if learners.size == ids.size else rows(learners)
-                if type(self).done is None:
-                    pop.learn(
-                        learners,
-                        seen,
-                        raw[learners],
-                        np.asarray(rewards)[learners],
-                        fold(learn_key, t),
-                    )
-                else:  # episodes: each decision learns from the episode's return at its end
-                    seen = jax.tree_util.tree_map(np.asarray, seen)
-                    state["decisions"].append((learners, seen, raw[learners]))
-                    state["return"] = state["return"] + np.asarray(rewards)
-                    if bool(self._compiled(cfg, "done")(state["world"])):
-                        for k, (a, o, x) in enumerate(state["decisions"]):
-                            key_k = fold(fold(learn_key, t), k)
-                            pop.learn(a, o, x, state["return"][a], key_k)
-                        state["decisions"], state["return"] = [], np.zeros(ids.size)
-                state["earned"] = state["earned"] + np.asarray(rewards)[slow]
-            if shelf is not None:
-                shelf.used(None if rewards is None else np.asarray(rewards))
-                values = {**values, **shelf.rows()}
+            if rewards is not None:
+                rewards = np.asarray(rewards)
+                ends = [None] * len(reps)
+                if study.done is not None:
+                    ends = np.asarray(self._compiled(cfg, "done")(state["world"]))
+                for i in range(len(reps)):
+                    learn(i, t, one(obs, i), due[i], rewards[i], ends[i])
+            values = {k: np.asarray(v) for k, v in values.items()}
+            for i, s in enumerate(seats):
+                if s.shelf is not None:
+                    s.shelf.used(None if rewards is None else rewards[i])
+            if seats[0].shelf is not None:
+                rows = [s.shelf.rows() for s in seats]
+                values |= {k: np.array([row[k] for row in rows]) for k in rows[0]}
             if isinstance(state["world"], dict) and "child_of" in state["world"]:
-                await self._births(cfg, ctx, r, t, state["world"], pop, kinds)
-                state["llm"] = kinds == "llm"
-            stop = budget_reached(client, ctx, sim) if t + 1 < self._steps(cfg) else False
-            if stops and not stop and t + 1 < self._steps(cfg):
-                stop = self._stopped(
-                    cfg, jax.tree_util.tree_map(lambda x: x[None], state["world"]), t + 1
-                )
-            state["last"] = self._record(
-                cfg,
-                ctx,
-                reps,
-                t,
-                {k: np.asarray(v)[None, None] for k, v in values.items()},
-                t + 1 if stop else None,
-            )
-            if t + 1 < self._steps(cfg) and not stop:
+                born = (np.asarray(state["world"]["child_of"]) >= 0).any(1)
+                if born.any():  # the replicates with births, on the host
+                    host = jax.tree_util.tree_map(np.asarray, state["world"])
+                    births = [self._births(cfg, ctx, seats[i], t, one(host, i)) for i in np.flatnonzero(born)]  # fmt: skip
+                    await asyncio.gather(*births)
+            stop = budget_reached(client, ctx, sim) if t + 1 < steps else False
+            if stops and not stop and t + 1 < steps:
+                stop = self._stopped(cfg, state["world"], t + 1)
+            values = {k: v[:, None] for k, v in values.items()}
+            state["last"] = self._record(cfg, ctx, reps, t, values, t + 1 if stop else None)
+            if t + 1 < steps and not stop:
                 sim.at(float(t + 1), act, t + 1, name="act")
 
-        async def reply() -> None:
-            """An LLM request's reply arrives: what the last choice earned is remembered with
-            it, then the new choice, which holds from now on (memories change only here, so
-            however long the calls took, the next prompts are the same)."""
-            asked, state["asked"] = state["asked"], None
-            llm, answer = pop.cohort("llm"), self._reply(cfg)[2]
-            llm.learn(slow, None, None, state["earned"], None)
-            state["earned"] = np.zeros(slow.size)
-            state["held"] = np.asarray(await asked if inspect.isawaitable(asked) else asked, dtype)
-            llm.remember(slow, [answer(a) for a in state["held"].tolist()])
-            if shelf is not None:
-                shelf.answered(llm.answered, sim.now)
+        async def reply(i: int) -> None:
+            """Replicate ``i``'s LLM reply arrives: what the last choice earned is remembered
+            with it, then the new choice, which holds from now on (memories change only here,
+            so however long the calls took, the next prompts are the same)."""
+            s = seats[i]
+            asked, s.asked = s.asked, None
+            llm, answer = s.pop.cohort("llm"), self._reply(cfg)[2]
+            llm.learn(s.slow, None, None, s.earned, None)
+            s.earned = np.zeros(s.slow.size)
+            s.held = np.asarray(await asked if inspect.isawaitable(asked) else asked, dtype)
+            llm.remember(s.slow, [answer(a) for a in s.held.tolist()])
+            if s.shelf is not None:
+                s.shelf.answered(llm.answered, sim.now)
 
         async def see(t: int) -> None:
-            """Each cohort with ``after`` sees the world (numpy) after ``t`` steps and may
-            replace entries of it (what its agents did outside the step, e.g. LLM calls)."""
-            world = state["world"]
-            for c in after:
-                host = jax.tree_util.tree_map(np.asarray, world)
-                patch = await c.after(host, t)
-                for k, v in (patch or {}).items():  # a leaf given back as it was stays put
-                    world = {**world, k: jax.tree_util.tree_map(
-                        lambda old, seen, new: old if new is seen else jnp.asarray(new, old.dtype),
-                        world[k], host[k], v)}  # fmt: skip
-            state["world"] = world
+            """Each cohort with ``after`` sees its replicate's world (numpy) after ``t`` steps
+            and may replace entries of it (what its agents did outside the step, e.g. LLM
+            calls); the replicates' turns are in flight together."""
+
+            async def turn(i: int) -> Any:
+                world = one(state["world"], i)
+                for c in seats[i].after:
+                    host = jax.tree_util.tree_map(np.asarray, world)
+                    patch = await c.after(host, t)
+                    for k, v in (patch or {}).items():  # a leaf given back as it was stays put
+                        world = {**world, k: jax.tree_util.tree_map(
+                            lambda old, seen, new: old if new is seen else jnp.asarray(new, old.dtype),
+                            world[k], host[k], v)}  # fmt: skip
+                return world
+
+            worlds = await asyncio.gather(*(turn(i) for i in range(len(reps))))
+            state["world"] = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *worlds)
 
         sim.handle("act", act)
         sim.handle("reply", reply)
         talked = ctx.run_dir / "messages.jsonl" if ctx.run_dir is not None else None
-        saved = ctx.checkpoints.resume(r, sim)
+        saved = ctx.checkpoints.resume(b, sim)
         if saved is None:
-            state["world"] = jax.tree_util.tree_map(
-                lambda x: x[0], self._compiled(cfg, "init")(key[None])
-            )
+            state["world"] = self._compiled(cfg, "init")(keys)
             if isinstance(state["world"], dict) and "kind" in state["world"]:  # agents' kinds
-                code = (kinds == "learned") + 2 * (kinds == "llm")
+                code = np.stack([(s.kinds == "learned") + 2 * (s.kinds == "llm") for s in seats])
                 state["world"]["kind"] = jnp.asarray(code, state["world"]["kind"].dtype)
             sim.at(0.0, act, 0, name="act")
-            if after:
+            if any(s.after for s in seats):
                 await see(0)
-            self._record_initial(
-                cfg, ctx, reps, jax.tree_util.tree_map(lambda x: x[None], state["world"])
-            )
-            if type(self).persona is not None and "llm" in kinds:  # written before step 0
-                await self._personas(cfg, r, state["world"], pop.cohort("llm"), ids[kinds == "llm"])
+            self._record_initial(cfg, ctx, reps, state["world"])
+            if study.persona is not None:  # written before step 0
+                host = jax.tree_util.tree_map(np.asarray, state["world"])
+                await asyncio.gather(*(
+                    self._personas(cfg, s.r, one(host, i), s.pop.cohort("llm"), ids[s.kinds == "llm"])
+                    for i, s in enumerate(seats) if "llm" in s.kinds))  # fmt: skip
         else:
-            like = jax.eval_shape(self._bound(cfg)["init"], key)
+            like = jax.eval_shape(self._compiled(cfg, "init"), keys)
             state["world"], state["last"] = engine.from_leaves(like, saved["world"]), saved["last"]
-            state["held"], state["asked"], state["earned"] = (
-                saved["held"],
-                saved["asked"],
-                saved["earned"],
-            )
-            state["choice"] = saved.get("choice", state["choice"])
-            state["decisions"] = [tuple(d) for d in saved.get("decisions", [])]
-            state["return"] = np.asarray(saved.get("return", state["return"]))
             if talked is not None and talked.exists():  # lines after the checkpoint go
                 with talked.open("r+b") as fh:
                     fh.truncate(int(saved.get("talked", 0)))
-            pop.load_state_dict(saved["population"])
-            kinds[:] = [pop.cohorts[i].name for i in pop.cohort_of]  # births changed them
-            state["llm"] = kinds == "llm"
-            if shelf is not None:
-                shelf.load_state_dict(saved["shelf"])
+            for s, mine in zip(seats, saved["replicates"], strict=True):
+                s.held, s.asked, s.earned, s.choice = (
+                    mine["held"],
+                    mine["asked"],
+                    mine["earned"],
+                    mine["choice"],
+                )
+                s.decisions = [tuple(d) for d in mine["decisions"]]
+                s.ret = np.asarray(mine["return"])
+                s.pop.load_state_dict(mine["population"])
+                s.kinds[:] = [s.pop.cohorts[k].name for k in s.pop.cohort_of]  # births
+                s.llm = s.kinds == "llm"
+                if s.shelf is not None:
+                    s.shelf.load_state_dict(mine["shelf"])
 
         async def save() -> dict[str, Any]:
             """The run as data: a request in flight is saved once its reply is in."""
-            for c in after:
-                await c.settle()
-            if inspect.isawaitable(state["asked"]):
-                state["asked"] = np.asarray(await state["asked"], dtype)
+            for s in seats:
+                for c in s.after:
+                    await c.settle()
+                if inspect.isawaitable(s.asked):
+                    s.asked = np.asarray(await s.asked, dtype)
             return {
                 "world": engine.leaves(state["world"]),
                 "last": state["last"],
-                "population": pop.state_dict(),
-                "held": state["held"],
-                "asked": state["asked"],
-                "earned": state["earned"],
-                "choice": state["choice"],
-                "decisions": state["decisions"],
-                "return": state["return"],
                 "talked": talked.stat().st_size if talked is not None and talked.exists() else 0,
-                "shelf": shelf.state_dict() if shelf is not None else None,
-            }
+                "replicates": [
+                    {"population": s.pop.state_dict(), "held": s.held, "asked": s.asked,
+                     "earned": s.earned, "choice": s.choice, "decisions": s.decisions,
+                     "return": s.ret, "shelf": s.shelf.state_dict() if s.shelf else None}
+                    for s in seats
+                ],
+            }  # fmt: skip
 
-        ctx.checkpoints.attach(r, sim, save)
+        ctx.checkpoints.attach(b, sim, save)
         try:
             await sim.arun()
         finally:
-            if shelf is not None:
-                shelf.store.close()
-            for c in after:
-                c.close()
-        world = jax.tree_util.tree_map(lambda x: x[None], state["world"])
-        done = self._finish(cfg, ctx, reps, world, state["last"], kinds[None])
-        ctx.checkpoints.finish(r, {k: v.tolist() for k, v in done.items()})
+            for s in seats:
+                if s.shelf is not None:
+                    s.shelf.store.close()
+                for c in s.after:
+                    c.close()
+        kinds = np.stack([s.kinds for s in seats])
+        done = self._finish(cfg, ctx, reps, state["world"], state["last"], kinds)
+        ctx.checkpoints.finish(b, {k: v.tolist() for k, v in done.items()})
         return done
+
+    def _seat(self, cfg: Any, ctx: RunContext, r: int, client: Any, ids: np.ndarray) -> Any:
+        """Replicate ``r``'s agents: its population of cohorts and what they hold between
+        steps (last choices, an LLM request in flight, episodes, its artifact store)."""
+        from society.population import build_population, kinds_of
+
+        kinds = kinds_of(cfg, ctx.rng.numpy("agents", r), ids.size)
+        pop = build_population(kinds, ids, self._cohorts(cfg, ctx, r, client))
+        acts = type(self).actions
+        dtype = np.float32 if isinstance(acts, Continuous) else np.int32
+        # LLM replies as events when llm_latency is set (a study's own LLM agents keep time)
+        late = bool(getattr(cfg, "llm_latency", 0)) and "llm" in [c.name for c in pop.cohorts]
+        late = late and type(self).llm_cohort is None
+        slow = pop.cohort("llm").agents if late else ids[:0]
+        shelf = None  # the artifact store (``retrieve``, ``publish``)
+        if type(self).retrieve is not None or type(self).publish is not None:
+            shelf = _Shelf(self, cfg, ctx, r, pop.cohort("llm") if "llm" in kinds else None)
+        return SimpleNamespace(
+            r=r, pop=pop, kinds=kinds, key=ctx.rng.key("learn", r), late=late, slow=slow,
+            fast=np.setdiff1d(ids, slow), shelf=shelf, posts=[],
+            after=[c for c in pop.cohorts if hasattr(c, "after")],
+            held=np.full(slow.size, acts.fallback if late else 0, dtype),
+            asked=None,  # the request in flight: a task, or its reply restored as data
+            earned=np.zeros(slow.size),  # LLM agents' rewards while their choice held
+            choice=np.full(ids.size, acts.fallback, dtype),
+            decisions=[], ret=np.zeros(ids.size),  # episodes (``done``)
+            llm=kinds == "llm",  # once (and at births): comparing strings costs ms a step
+        )  # fmt: skip
 
 
 class _Shelf:

@@ -134,6 +134,27 @@ def test_llm_replies_arrive_after_their_latency_while_the_others_keep_stepping(
         srv.stop()
 
 
+def test_the_replicates_of_a_batch_have_their_llm_calls_in_flight_together() -> None:
+    """Three replicates of four LLM agents: in one batch the server has the calls of all
+    three at once (a run takes about as long as one replicate), one replicate per batch only
+    one replicate's. Here a replicate's four agents ask the same prompt at each step, which
+    is one call (the client merges a replicate's same draw): 3 in flight against 1. Draws
+    are per replicate, so the rows are the same either way."""
+    config = {"agents": "llm", "population": 4, "steps": 3, "replicates": 3}
+    srv = TestServer(reply=coins_reply, latency=0.2).start_in_thread()
+    try:
+        kw = {"llm": "openai/test-model", "api_base": srv.url + "/v1"}
+        together = scenarios.run(STUDY, seed=SEED, write=False, **kw, **config)
+        assert (srv.max_in_flight, srv.requests) == (3, 3 * 3)
+        srv.max_in_flight = 0
+        apart = scenarios.run(STUDY, seed=SEED, write=False, batch_replicates=1, **kw, **config)
+        assert (srv.max_in_flight, srv.requests) == (1, 2 * 3 * 3)
+    finally:
+        srv.stop()
+    assert together.summary["fallbacks"]["llm"]["decisions"] == 3 * 4 * 3
+    pd.testing.assert_frame_equal(_frame(together), _frame(apart))
+
+
 class Alternator(Study):
     """Agents choose b on odd steps (rules), so held choices show in the share choosing b."""
 
