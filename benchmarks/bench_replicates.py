@@ -1,5 +1,6 @@
-"""Replicates on the cohort path: a batch's worlds step in one vectorised call and its LLM
-calls are in flight together, against one replicate per batch (``batch_replicates=1``).
+"""Replicates on the cohort path: a batch's replicates step together (rows recorded once a
+step, LLM calls of every replicate in flight together), against one replicate per batch
+(``batch_replicates=1``).
 
     .venv/bin/python benchmarks/bench_replicates.py            # 8 replicates
     .venv/bin/python benchmarks/bench_replicates.py --quick    # 4 replicates
