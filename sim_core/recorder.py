@@ -90,7 +90,9 @@ class Recorder:
         cols = {
             "replicate": np.broadcast_to(np.asarray(replicate, dtype=np.int64), (n,)),
             "time": np.broadcast_to(np.asarray(time, dtype=np.float64), (n,)),
-            "metric": np.broadcast_to(np.asarray(metric, dtype=object), (n,)),
+            "metric": metric
+            if isinstance(metric, pa.Array)
+            else np.broadcast_to(np.asarray(metric, dtype=object), (n,)),
             "value": value,
         }
         for k, v in labels.items():
@@ -99,6 +101,9 @@ class Recorder:
                 raise ValueError(
                     f"label '{k}' was not declared for this recorder (declared: {declared})"
                 )
+            if isinstance(v, pa.Array):  # an Arrow column (nulls: missing labels) as it is
+                cols[k] = v
+                continue
             v = np.asarray(v)  # objects: None is a missing label (null) of any type
             cols[k] = np.broadcast_to(
                 v
@@ -133,12 +138,18 @@ class Recorder:
         for field in self.schema:
             parts = [c[field.name] if field.name in c else None for c in buf]
             chunks = [
-                pa.array(p, type=field.type)
-                if p is not None
-                else pa.nulls(len(c["value"]), field.type)
+                pa.nulls(len(c["value"]), field.type)
+                if p is None
+                else p.cast(field.type)
+                if isinstance(p, pa.Array)
+                else pa.array(p, type=field.type)
                 for p, c in zip(parts, buf, strict=True)
             ]
-            arrays.append(pa.chunked_array(chunks, type=field.type).combine_chunks())
+            arrays.append(
+                chunks[0]
+                if len(chunks) == 1
+                else pa.chunked_array(chunks, type=field.type).combine_chunks()
+            )
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
     def flush(self) -> None:

@@ -139,6 +139,7 @@ from typing import Any, ClassVar, Literal, get_args
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pyarrow as pa
 from pydantic import BaseModel, Field, create_model
 
 from sim_core import lifecycle
@@ -371,24 +372,32 @@ class Study(Scenario):
             sparse = study.axes.get(name) or name in study.sparse or name in _Shelf.sparse
             if sparse and np.isnan(v).all():  # no rows (e.g. an evaluation between checkpoints)
                 continue
-            v = np.moveaxis(v, 1, 0)  # (steps, replicates, *axes)
-            at_ = np.indices(v.shape).reshape(v.ndim, -1)
-            v, axes = v.ravel(), study.axes.get(name, ())
-            part = {"order": at_[0] * len(kept) + j, "time": at[at_[0]], "value": v,
-                    "metric": np.full(v.size, name, object), "replicate": np.asarray(reps)[at_[1]]}  # fmt: skip
-            for a, i in zip(axes, at_[2:], strict=True):  # labels of the reporter's axes
-                names = study.axis_labels.get(a)
-                part[a] = np.asarray(names, object)[i] if names is not None else i.astype(object)
-            keep = ~np.isnan(v) if sparse else slice(None)  # NaN: no row
-            parts.append({k: x[keep] for k, x in part.items()})
+            v = np.moveaxis(v, 1, 0)  # (steps, replicates, *axes): rows step by step
+            at_ = np.flatnonzero(~np.isnan(v)) if sparse else np.arange(v.size)  # NaN: no row
+            step, rep, *on = np.unravel_index(at_, v.shape)
+            part = {"step": step, "time": at[step], "value": v.ravel()[at_],
+                    "metric": np.full(at_.size, j), "replicate": np.asarray(reps)[rep]}  # fmt: skip
+            parts.append(part | dict(zip(study.axes.get(name, ()), on, strict=True)))
         if not parts:
             return last
-        rows = {  # one recorder call; a label a reporter has not is None (null)
-            k: np.concatenate([p.get(k, np.full(p["value"].size, None, object)) for p in parts])
-            for k in {k for p in parts for k in p}
-        }
-        order = np.argsort(rows.pop("order"), kind="stable")  # step by step, then by reporter
-        rows = {k: x[order] for k, x in rows.items()}
+        # one recorder call, its rows step by step, then by reporter: each part's rows of a
+        # step go to their place (no sort); -1: a label a reporter has not (null)
+        counts = np.stack([np.bincount(p["step"], minlength=at.size) for p in parts], 1)
+        starts = (np.cumsum(counts.ravel()) - counts.ravel()).reshape(counts.shape)
+        rows = {k: np.full(counts.sum(), -1, np.float64 if k in ("time", "value") else np.int64)
+                for k in {k for p in parts for k in p} - {"step"}}  # fmt: skip
+        for j, p in enumerate(parts):
+            first = np.cumsum(counts[:, j]) - counts[:, j]  # the part's first row of each step
+            to = starts[p["step"], j] + np.arange(p["step"].size) - first[p["step"]]
+            for k, x in p.items():
+                if k != "step":
+                    rows[k][to] = x
+        # names and labels by position, in Arrow (a column of Python strings costs ~10x more)
+        rows["metric"] = pa.array(list(kept)).take(rows["metric"])
+        for a in set(rows) - {"time", "value", "metric", "replicate"}:
+            at_ = pa.array(rows[a], mask=rows[a] < 0)
+            names = study.axis_labels.get(a)
+            rows[a] = pa.array(list(names)).take(at_) if names is not None else at_
         ctx.recorder.record(rows.pop("time"), rows.pop("metric"), rows.pop("value"), **rows)
         return last  # the same rows in the same order however the run was cut in chunks
 
