@@ -36,7 +36,7 @@ from sim_core.recorder import Recorder
 from sim_core.scheduler import Scheduler
 
 FILE = "checkpoint.npz"
-FORMAT = 1
+FORMAT = 2  # 2: a cohort batch holds several replicates (1: one replicate a batch)
 
 
 class CheckpointError(ConfigError):
@@ -117,8 +117,10 @@ def read(path: Path) -> dict[str, Any]:
             f"checkpoint '{path}' is corrupt or not a checkpoint ({type(exc).__name__}: {exc})"
         ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else None
         raise CheckpointError(
-            f"checkpoint '{path}' has an unknown format (expected format {FORMAT})"
+            f"checkpoint '{path}' has format {got!r}; this version reads format {FORMAT} "
+            "(resume with the version that wrote it, or start the run again)"
         )
     return doc
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import scenarios
-from sim_core.checkpoint import CheckpointError, load_for_resume, read, write
+from sim_core.checkpoint import FORMAT, CheckpointError, load_for_resume, read, write
 from sim_core.errors import ConfigError
 from sim_core.recorder import read_metrics
 from sim_core.scheduler import Scheduler, SnapshotError
@@ -97,7 +97,7 @@ def test_an_unregistered_handler_cannot_be_saved() -> None:
 
 def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
     doc = {
-        "format": 1,
+        "format": FORMAT,
         "world": {"s": np.arange(6, dtype=np.int8).reshape(2, 3), "gen": 4},
         "done": {0: (np.array([0.5]), np.array([1.0]))},
         "nan": float("nan"),
@@ -114,6 +114,12 @@ def test_checkpoint_file_round_trip_and_corruption(tmp_path: Path) -> None:
     )
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(CheckpointError, match="corrupt") as err:
+        read(path)
+    assert "\n" not in str(err.value)
+    write(path, {**doc, "format": FORMAT - 1})  # written by an older version: refused
+    with pytest.raises(
+        CheckpointError, match=f"format {FORMAT - 1}; this version reads format {FORMAT}"
+    ) as err:
         read(path)
     assert "\n" not in str(err.value)
 
@@ -240,7 +246,7 @@ def test_a_corrupt_checkpoint_is_one_line_and_leaves_the_run_alone(
     part = run / "metrics.parquet" / "part-00009.parquet"
     part.write_bytes(b"rows")
     good = tmp_path / "good.npz"
-    write(good, {"format": 1, "recorder": {"parts": 0, "rows": 0}, "world": np.zeros(50)})
+    write(good, {"format": FORMAT, "recorder": {"parts": 0, "rows": 0}, "world": np.zeros(50)})
     for blob in (data, good.read_bytes()[: min(keep, good.stat().st_size - 1)]):
         (run / "checkpoint.npz").write_bytes(blob)
         with pytest.raises(CheckpointError) as err:
