@@ -726,10 +726,10 @@ class Study(Scenario):
         keys = ctx.rng.keys("world", reps)
         keys_of = list(keys)  # one key per replicate (indexed once, not every step)
         ids = np.arange(self._agents(cfg, ctx))
-        seats = [self._seat(cfg, ctx, int(r), client, ids) for r in reps]
-        observe, moment = self._compiled(cfg, "observe"), self._compiled(cfg, "moment")
         study, steps, acts = type(self), self._steps(cfg), type(self).actions
         dtype = np.float32 if isinstance(acts, Continuous) else np.int32  # an index or a number
+        seats = [self._seat(cfg, ctx, int(r), client, ids, dtype) for r in reps]
+        observe, moment = self._compiled(cfg, "observe"), self._compiled(cfg, "moment")
         every = parse_every(getattr(cfg, "act_every", None))  # a kind decides every K steps
         state: dict[str, Any] = {"last": {}, "worlds": []}  # the replicates' worlds
         sim = Scheduler()
@@ -954,15 +954,17 @@ class Study(Scenario):
         ctx.checkpoints.finish(b, {k: v.tolist() for k, v in done.items()})
         return done
 
-    def _seat(self, cfg: Any, ctx: RunContext, r: int, client: Any, ids: np.ndarray) -> Any:
+    def _seat(
+        self, cfg: Any, ctx: RunContext, r: int, client: Any, ids: np.ndarray, dtype: type
+    ) -> Any:
         """Replicate ``r``'s agents: its population of cohorts and what they hold between
-        steps (last choices, an LLM request in flight, episodes, its artifact store)."""
+        steps (last choices of ``dtype``, an LLM request in flight, episodes, its artifact
+        store)."""
         from society.population import build_population, kinds_of
 
         kinds = kinds_of(cfg, ctx.rng.numpy("agents", r), ids.size)
         pop = build_population(kinds, ids, self._cohorts(cfg, ctx, r, client))
         acts = type(self).actions
-        dtype = np.float32 if isinstance(acts, Continuous) else np.int32
         # LLM replies as events when llm_latency is set (a study's own LLM agents keep time)
         late = bool(getattr(cfg, "llm_latency", 0)) and "llm" in [c.name for c in pop.cohorts]
         late = late and type(self).llm_cohort is None
