@@ -327,20 +327,12 @@ def _choose(cand: jax.Array, pool: jax.Array, u: jax.Array) -> jax.Array:
     )
 
 
-def shuffle(key: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
-    """A uniformly random order of ``n`` agents (Mesa's ``shuffle_do``) and each agent's turn
-    in it. An integer sort: XLA's CPU sorts of floats cost about 10x those of int32; ties
-    are broken by id."""
-    order = jnp.sort(jax.random.randint(key, (n,), 0, (2**31 - 1) // n) * n + jnp.arange(n)) % n
-    return order, jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
-
-
 def random_cellmate(
     key: jax.Array, order: jax.Array, turn: jax.Array, new: jax.Array, old: jax.Array
 ) -> jax.Array:
     """A random agent sharing each agent's cell at its turn (-1: none), when every agent
-    moves from ``old`` to ``new`` at its turn of a shuffled order (:func:`shuffle`): the
-    earlier agents by their new cell, the later ones by their old cell, as Mesa's
+    moves from ``old`` to ``new`` at its turn of a shuffled order (``sim_core.rng.shuffle``):
+    the earlier agents by their new cell, the later ones by their old cell, as Mesa's
     ``cell.agents`` would hold them. Two sorted keys ``cell * n + turn``, no Python loop."""
     n = new.shape[0]
     sa, sb = jnp.sort(new * n + turn), jnp.sort(old * n + turn)

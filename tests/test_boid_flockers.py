@@ -12,7 +12,8 @@ import pytest
 import scenarios
 from scenarios.boid_flockers.config import BoidFlockersParams
 from scenarios.boid_flockers.model import BoidFlockers
-from sim_core.space import Continuous, shuffle
+from sim_core.rng import shuffle
+from sim_core.space import Continuous
 
 SMALL = {
     "population_size": 200,

@@ -18,7 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from scenarios.boid_flockers.config import BoidFlockersParams
-from sim_core.space import Continuous, shuffle
+from sim_core.rng import shuffle
+from sim_core.space import Continuous
 from society.study import Study
 
 

@@ -10,7 +10,8 @@ import jax
 import jax.numpy as jnp
 
 from scenarios.boltzmann_wealth.config import BoltzmannWealthParams
-from sim_core.space import Grid, random_cellmate, shuffle
+from sim_core.rng import shuffle
+from sim_core.space import Grid, random_cellmate
 from society.metrics import gini_jax
 from society.study import Study
 

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from sim_core.graph import Neighbours, neighbour_sum
+from sim_core.rng import shuffle
 
 
 def group_payoffs(peers: jax.Array, c: jax.Array, endowment, r) -> jax.Array:
@@ -82,20 +83,21 @@ def partition(table: jax.Array, key: jax.Array, group_size: int) -> jax.Array:
     return group[:n]
 
 
-def stranger_groups(order: jax.Array, group_size: int) -> tuple[jax.Array, jax.Array]:
-    """:func:`partition` on a complete graph, given a random permutation ``order`` of the
-    agents: the permutation cut into consecutive groups of ``group_size`` (the last one
-    smaller; every other group is full, so a last group of one sits the round out), the lab's
-    stranger matching. Returns the group ids and the ``(N, group_size - 1)`` table of each
-    agent's mates (in the permutation's order, padded with N at the end), read off the
-    permutation by a fixed slot pattern: no graph and no sort."""
+def stranger_groups(
+    order: jax.Array, turn: jax.Array, group_size: int
+) -> tuple[jax.Array, jax.Array]:
+    """:func:`partition` on a complete graph, given a random order of the agents (``order``
+    and its inverse ``turn``, :func:`sim_core.rng.shuffle`): the order cut into consecutive
+    groups of ``group_size`` (the last one smaller; every other group is full, so a last
+    group of one sits the round out), the lab's stranger matching. Returns the group ids and
+    the ``(N, group_size - 1)`` table of each agent's mates (in the order's, padded with N at
+    the end), read off the order by a fixed slot pattern: no graph and no sort."""
     n, g = order.shape[0], group_size
-    pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))  # inverse
     n_groups = -(-n // g)
     slots = jnp.concatenate([order, jnp.full(n_groups * g - n, n, jnp.int32)]).reshape(-1, g)
     others = np.array([[j for j in range(g) if j != s] for s in range(g)])  # (g, g - 1)
     mates = slots[:, others].reshape(n_groups * g, g - 1)  # the mates of each position
-    return pos // g, mates[pos]
+    return turn // g, mates[turn]
 
 
 def group_peers(group: jax.Array, width: int) -> jax.Array:
@@ -115,28 +117,14 @@ def group_peers(group: jax.Array, width: int) -> jax.Array:
     )
 
 
-def shuffle(key: jax.Array, n: int) -> jax.Array:
-    """A random permutation of ``n``: the positions sorted by random high bits with the
-    position in the low bits (one uint32 sort: XLA's argsort or jax.random.permutation take
-    2-5x as long on CPU), again while more than ~8 pairs of agents would tie in every round
-    and keep their order (n^2 / 2^(1 + rounds x random bits)); an argsort of float32 uniforms
-    leaves n^2 / 2^24. One round up to 4096 agents, two up to 2^17, three up to ~1e6."""
-    low = max(1, (n - 1).bit_length())
-    mask, perm = jnp.uint32((1 << low) - 1), jnp.arange(n, dtype=jnp.uint32)
-    for k in jax.random.split(key, max(1, -(-(2 * low - 4) // (32 - low)))):
-        high = jax.random.bits(k, (n,), jnp.uint32) & ~mask
-        perm = perm[jnp.sort(high | jnp.arange(n, dtype=jnp.uint32)) & mask]
-    return perm.astype(jnp.int32)
-
-
 def draw(
     key: jax.Array, n: int, table: jax.Array | None, group_size: int
 ) -> tuple[jax.Array, jax.Array]:
     """A round's random groups of one replicate: group ids and each agent's mates ``(N,
     group_size - 1)`` (padded with N). Over a graph's ``table``, :func:`partition`; well mixed
-    (``table`` None), :func:`stranger_groups` of a random permutation (no graph needed)."""
+    (``table`` None), :func:`stranger_groups` of a random order (no graph needed)."""
     if table is None:
-        return stranger_groups(shuffle(key, n), group_size)
+        return stranger_groups(*shuffle(key, n), group_size)
     group = partition(table, key, group_size)
     return group, group_peers(group, group_size - 1)
 
