@@ -136,13 +136,24 @@ def whole(
 def _batch(step, observe, decide, reporters, length):  # noqa: ANN001, ANN202
 
     def one(world: Pytree, key: jax.Array, t0: jax.Array) -> tuple[Pytree, dict[str, jax.Array]]:
-        def body(w: Pytree, t: jax.Array) -> tuple[Pytree, dict[str, jax.Array]]:
+        shapes: dict[str, tuple[int, ...]] = {}  # each reporter's, seen while tracing
+
+        def body(w: Pytree, t: jax.Array) -> tuple[Pytree, jax.Array]:
             k_act, k_step = step_keys(key, t)
             actions = decide(k_act, observe(w)) if decide is not None else None
             w, out = step(k_step, w, actions)
-            return w, report(reporters, w, out)
+            values = report(reporters, w, out)
+            shapes.update((k, v.shape) for k, v in values.items())
+            # one row of every reporter: the scan writes one array a step, not one per
+            # reporter (each a kernel: a third of a commons month's at 1e4 lakes)
+            return w, jnp.concatenate([jnp.ravel(v) for v in values.values()] or [jnp.zeros(0)])
 
-        return jax.lax.scan(body, world, t0 + jnp.arange(length))
+        world, rows = jax.lax.scan(body, world, t0 + jnp.arange(length))
+        at = np.cumsum([0, *(int(np.prod(s)) for s in shapes.values())])
+        return world, {
+            k: rows[:, at[i] : at[i + 1]].reshape(length, *s)
+            for i, (k, s) in enumerate(shapes.items())
+        }
 
     return _over_replicates(one, in_axes=(0, 0, None))
 
