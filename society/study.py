@@ -367,31 +367,34 @@ class Study(Scenario):
         at = times[keep] / per if kept else np.zeros(0)
         if not at.size:
             return last
-        study, parts = type(self), []
+        # One pattern of a step's rows, reporter by reporter (replicates, then axes), as wide
+        # as a step's values; each column is its pattern read at the rows kept, step by step:
+        # a few passes whatever the number of reporters. -1: a label a reporter has not (null).
+        study, reps, blocks = type(self), np.asarray(reps), []
         for j, (name, v) in enumerate(kept.items()):
             sparse = study.axes.get(name) or name in study.sparse or name in _Shelf.sparse
-            if sparse and np.isnan(v).all():  # no rows (e.g. an evaluation between checkpoints)
-                continue
-            v = np.moveaxis(v, 1, 0)  # (steps, replicates, *axes): rows step by step
-            at_ = np.flatnonzero(~np.isnan(v)) if sparse else np.arange(v.size)  # NaN: no row
-            step, rep, *on = np.unravel_index(at_, v.shape)
-            part = {"step": step, "time": at[step], "value": v.ravel()[at_],
-                    "metric": np.full(at_.size, j), "replicate": np.asarray(reps)[rep]}  # fmt: skip
-            parts.append(part | dict(zip(study.axes.get(name, ()), on, strict=True)))
-        if not parts:
+            if not (sparse and np.isnan(v).all()):  # else no rows (e.g. an evaluation
+                blocks.append((j, study.axes.get(name, ()), v, bool(sparse)))  # not due)
+        if not blocks:
             return last
-        # one recorder call, its rows step by step, then by reporter: each part's rows of a
-        # step go to their place (no sort); -1: a label a reporter has not (null)
-        counts = np.stack([np.bincount(p["step"], minlength=at.size) for p in parts], 1)
-        starts = (np.cumsum(counts.ravel()) - counts.ravel()).reshape(counts.shape)
-        rows = {k: np.full(counts.sum(), -1, np.float64 if k in ("time", "value") else np.int64)
-                for k in {k for p in parts for k in p} - {"step"}}  # fmt: skip
-        for j, p in enumerate(parts):
-            first = np.cumsum(counts[:, j]) - counts[:, j]  # the part's first row of each step
-            to = starts[p["step"], j] + np.arange(p["step"].size) - first[p["step"]]
-            for k, x in p.items():
-                if k != "step":
-                    rows[k][to] = x
+        axes = list(dict.fromkeys(a for _, on, _, _ in blocks for a in on))
+        pattern: dict[str, list] = {k: [] for k in ("metric", "replicate", "sparse", *axes)}
+        for j, on, v, sparse in blocks:
+            each = int(np.prod(v.shape[2:]))  # values of one replicate
+            pattern["metric"].append(np.full(len(reps) * each, j))
+            pattern["replicate"].append(np.repeat(reps, each))
+            pattern["sparse"].append(np.full(len(reps) * each, sparse))
+            at_ = dict(zip(on, np.indices(v.shape[2:]).reshape(len(on), each), strict=True))
+            for a in axes:
+                pattern[a].append(np.tile(at_[a], len(reps)) if a in at_ else np.full(len(reps) * each, -1))  # fmt: skip
+        pattern = {k: np.concatenate(x) for k, x in pattern.items()}
+        sparse = pattern.pop("sparse")
+        # (steps, width): a step's values, each reporter's (replicates, *axes) in turn
+        values = np.concatenate([np.moveaxis(v, 1, 0).reshape(at.size, v[:, 0].size) for *_, v, _ in blocks], 1)  # fmt: skip
+        idx = np.flatnonzero(~(sparse & np.isnan(values))) if sparse.any() else np.arange(values.size)  # fmt: skip
+        step, col = np.divmod(idx, values.shape[1])
+        rows = {"time": at[step], "value": values.ravel()[idx]}
+        rows |= {k: x[col] for k, x in pattern.items()}
         # names and labels by position, in Arrow (a column of Python strings costs ~10x more)
         rows["metric"] = pa.array(list(kept)).take(rows["metric"])
         for a in set(rows) - {"time", "value", "metric", "replicate"}:
