@@ -84,13 +84,12 @@ def gini_jax(values: Any) -> Any:
     import jax.numpy as jnp
 
     x = jnp.ravel(values)
-    if x.size <= GINI_PAIRWISE_UP_TO:
-        x = x.astype(jnp.float32)
-        n, total = x.size, x.sum()
+    pairs = x.size <= GINI_PAIRWISE_UP_TO
+    x = (x if pairs else jnp.sort(x)).astype(jnp.float32)  # ints sort ~10x faster than floats
+    n, total = x.size, x.sum()
+    if pairs:
         g = jnp.abs(x[:, None] - x[None, :]).sum() / (2.0 * n * total)
     else:
-        x = jnp.sort(x).astype(jnp.float32)  # integers sort ~10x faster than floats
-        n, total = x.size, x.sum()
         g = 2.0 * jnp.dot(jnp.arange(1, n + 1, dtype=jnp.float32), x) / (n * total) - (n + 1) / n
     return jnp.where(total > 0, g, 0.0)
 
