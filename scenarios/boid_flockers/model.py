@@ -8,10 +8,13 @@ boids in turn order, each summing over all boids at once, on their columns sorte
 order (a turn reads and writes one contiguous column): 1.5x faster than gathering and
 scattering rows (Mesa's benchmarks: 13-16x -> 21x Mesa small, 16x -> 25-28x large), and a
 turn's sums as one matrix-vector product 1.2x faster than three reductions (17x -> 20x
-small, 21x -> 25x large). Measured and slower on this CPU: iterating all moves to a fixed
-point (6-150 rounds as flocks form), moving windows of boids free of conflicts at once,
-scanning only an x-strip of candidates, the distances written out per axis (2x slower: a
-turn's cost is XLA's fixed cost per operation and its fusion choices, not the sum over boids).
+small, 21x -> 25x large), four turns to an iteration of the loop 1.2x faster than one.
+Measured and not kept (slower on this CPU, or no faster overall): iterating all moves to a
+fixed point (6-150 rounds as flocks form), moving windows of boids free of conflicts at once
+(exact, 7x fewer iterations at the small benchmark, each 5x dearer: 1.3x faster small, 1.2x
+slower large), scanning only an x-strip of candidates, the distances written out per axis
+(2x slower: a turn's cost is XLA's fixed cost per operation and its fusion choices, not the
+sum over boids).
 """
 
 import jax
@@ -56,11 +59,11 @@ class BoidFlockers(Study):
 
     def step(key, w, actions, p):
         n, size = p.population_size, jnp.array([[p.width], [p.height]], jnp.float32)
-        order, _ = shuffle(key, n)  # boids move in this order
+        order, column = shuffle(key, n)  # boids move in this order
         s = jnp.concatenate([w["pos"], w["direction"]], 1)[order].T  # (x, y, dx, dy) x turn
 
         def boid(k, s):  # Mesa's Boid.step for the k-th boid to move
-            me = jax.lax.dynamic_slice_in_dim(s, k, 1, axis=1)  # (x, y, dx, dy) x 1
+            me = jax.lax.dynamic_slice(s, (0, k), (4, 1), allow_negative_indices=False)
             d = s[:2] - me[:2]
             d = d - size * jnp.round(d / size)  # the torus's shortest way
             dist2 = (d * d).sum(0)
@@ -74,8 +77,10 @@ class BoidFlockers(Study):
             heading = me[2:, 0] + turn[:2] / jnp.maximum(turn[2], 1)
             heading = jnp.where(turn[2] > 0, unit(heading), me[2:, 0])
             me = jnp.concatenate([jnp.mod(me[:2, 0] + heading * p.speed, size[:, 0]), heading])
-            return jax.lax.dynamic_update_slice_in_dim(s, me[:, None], k, axis=1)
+            return jax.lax.dynamic_update_slice(
+                s, me[:, None], (0, k), allow_negative_indices=False
+            )
 
-        s = jax.lax.fori_loop(0, n, boid, s).T[jnp.argsort(order)]
+        s = jax.lax.fori_loop(0, n, boid, s, unroll=4).T[column]  # back to boid order
         w = {"pos": s[:, :2], "direction": s[:, 2:]}
         return w, alignment(w, p)
