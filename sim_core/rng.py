@@ -148,7 +148,14 @@ def shuffle(key: jax.Array, n: int) -> tuple[jax.Array, jax.Array]:
         low = jnp.uint32(SHUFFLE_SORTS_BELOW - 1)
         bits = jax.random.bits(key, (n,), jnp.uint32) & ~low
         order = (jnp.sort(bits | ids.astype(jnp.uint32)) & low).astype(jnp.int32)
-        return order, jnp.zeros(n, jnp.int32).at[order].set(ids, unique_indices=True)
+        return order, inverse(order)
     a = math.isqrt(n - 1) + 1
     turn = _walked(_feistel(jax.random.bits(key, (SHUFFLE_ROUNDS,), jnp.uint32), a), n, a)
-    return jnp.zeros(n, jnp.int32).at[turn].set(ids, unique_indices=True), turn
+    return inverse(turn), turn
+
+
+def inverse(perm: jax.Array) -> jax.Array:
+    """The inverse of a permutation of ``0 .. n-1`` (its ``argsort``), int32, by one scatter:
+    XLA's CPU sort costs about 10x numpy's."""
+    ids = jnp.arange(perm.shape[0], dtype=jnp.int32)
+    return jnp.zeros(perm.shape[0], jnp.int32).at[perm].set(ids, unique_indices=True)

@@ -39,6 +39,7 @@ from scenarios.indirect_reciprocity.dynamics import (
     uniform,
 )
 from sim_core.experiment import save_figure, subplots
+from sim_core.rng import inverse
 from society.cohorts.rules import labels as rule_labels
 from society.cohorts.rules import mixture
 from society.study import Discrete, Study
@@ -106,7 +107,7 @@ class IndirectReciprocity(Study):
     def init(key, p):
         n, k_order, k_next = p.population, *jax.random.split(key)
         order = jax.random.permutation(k_order, n).astype(jnp.int32)
-        place = jnp.argsort(order).astype(jnp.int32)
+        place = inverse(order)
         return {"rep": jnp.ones((n, n) if p.assessment == "private" else (n,), jnp.int8),
                 "kind": jnp.zeros(n, jnp.int32), "order": order, "place": place,
                 "payoff": jnp.zeros(n), "t": jnp.int32(0), "counted": jnp.int32(0), "coop": jnp.float32(0),

@@ -42,6 +42,7 @@ from scenarios.public_goods.dynamics import (
 )
 from sim_core.errors import ConfigError
 from sim_core.graph import Neighbours, neighbour_sum
+from sim_core.rng import inverse
 from society.cohorts.rules import labels as rule_labels
 from society.cohorts.rules import mixture
 from society.fields import KINDS
@@ -181,7 +182,7 @@ class PublicGoods(Study):
     def init(key, p):
         n, (k_order, k_groups) = p.population, jax.random.split(key)
         order = jax.random.permutation(k_order, n).astype(jnp.int32)
-        place = jnp.argsort(order).astype(jnp.int32)
+        place = inverse(order)
         z, nan = jnp.zeros(n, jnp.float32), jnp.float32(jnp.nan)
         w = {"t": jnp.int32(0), "kind": jnp.zeros(n, jnp.int32), "order": order, "place": place,
              "share": z, "pay1": z, "last_share": z, "last_others": z, "played": z > 0,
