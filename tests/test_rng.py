@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sim_core.rng import shuffle
+from sim_core.rng import inverse, shuffle
 
 
 def _shuffles(n: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -31,6 +31,14 @@ def test_a_shuffle_is_a_permutation_and_its_inverse(n: int) -> None:
         np.testing.assert_array_equal(t[o], np.arange(n))
     if n > 3:
         assert not (order[0] == order[1]).all()  # each key its own order
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 1000])
+def test_the_inverse_of_a_permutation_is_its_argsort(n: int) -> None:
+    perm = np.random.default_rng(n).permutation(n).astype(np.int32)
+    got = np.asarray(jax.jit(inverse)(perm))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, np.argsort(perm))
 
 
 @pytest.mark.parametrize("n", [4, 5, 6])
