@@ -20,6 +20,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from sim_core.rng import inverse
+
 EMPTY, NO_HISTORY, DONATED, PUNISHED, INVALID = -1, 0, 1, 2, 3
 TRACE_FIELDS = ("kind", "round", "donor", "recipient", "fraction", "amount")
 
@@ -41,7 +43,7 @@ def pairs(order: jax.Array, rnd: jax.Array, game: jax.Array, rounds: int) -> tup
     bipartiteRoundRobin + extendRounds); the second game swaps the halves' roles."""
     n = order.shape[0]
     h, i = n // 2, rnd % (rounds // 2)
-    pos = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+    pos = inverse(order)
     side_a = pos < h
     j = jnp.where(side_a, pos, pos - h)
     partner = order[jnp.where(side_a, h + (j - i) % h, (j + i) % h)]
