@@ -3,24 +3,24 @@
 
 Sequential as in Mesa: a boid sees the new position and heading of those that moved before
 it (measurably more aligned than moving all at once: +0.02 local alignment after 20 steps
-at Mesa's small benchmark, 5 paired standard errors). So a step is a compiled loop over the
-boids in turn order, each summing over all boids at once, on their columns sorted into turn
-order (a turn reads and writes one contiguous column): 1.5x faster than gathering and
-scattering rows (Mesa's benchmarks: 13-16x -> 21x Mesa small, 16x -> 25-28x large), and a
-turn's sums as one matrix-vector product 1.2x faster than three reductions (17x -> 20x
-small, 21x -> 25x large), four turns to an iteration of the loop 1.2x faster than one.
-Measured and not kept (slower on this CPU, or no faster overall): iterating all moves to a
-fixed point (6-150 rounds as flocks form), moving windows of boids free of conflicts at once
-(exact, 7x fewer iterations at the small benchmark, each 5x dearer: 1.3x faster small, 1.2x
-slower large), scanning only an x-strip of candidates, the distances written out per axis
-(2x slower: a turn's cost is XLA's fixed cost per operation and its fusion choices, not the
-sum over boids).
+at Mesa's small benchmark, 5 paired standard errors). So a step is a compiled loop
+over the boids in turn order, each summing over all boids at once, on their columns sorted
+into turn order (a turn reads and writes one contiguous column: 1.5x faster than gathering
+and scattering rows), the loop compiled as one kernel (sim_core.kernel.one_kernel: a turn's
+dozen operations cost XLA's dispatch, not arithmetic; a whole run 1.2-1.6x faster, the
+same turns to float32 rounding). Measured and not kept (slower on this CPU, or no faster overall): iterating all moves
+to a fixed point (6-150 rounds as flocks form), moving windows of boids free of conflicts at
+once (exact, 7x fewer iterations at the small benchmark, each 5x dearer), scanning only an
+x-strip of candidates, the distances written out per axis, the local alignment as a second
+loop in the same kernel (dense, outside it, is 1.2-1.3x faster).
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from scenarios.boid_flockers.config import BoidFlockersParams
+from sim_core.kernel import one_kernel
 from sim_core.rng import shuffle
 from sim_core.space import Continuous
 from society.study import Study
@@ -58,7 +58,7 @@ class BoidFlockers(Study):
         }
 
     def step(key, w, actions, p):
-        n, size = p.population_size, jnp.array([[p.width], [p.height]], jnp.float32)
+        n, size = p.population_size, np.array([[p.width], [p.height]], np.float32)
         order, column = shuffle(key, n)  # boids move in this order
         s = jnp.concatenate([w["pos"], w["direction"]], 1)[order].T  # (x, y, dx, dy) x turn
 
@@ -72,8 +72,7 @@ class BoidFlockers(Study):
                 near, jnp.where(dist2 < p.separation**2, p.cohere - p.separate, p.cohere), 0
             )
             mw = jnp.where(near, p.match, 0)
-            # the turn's two sums and the count, one product (XLA's fastest reduction here)
-            turn = jnp.concatenate([cw * d + mw * s[2:], near[None]]) @ jnp.ones(n, jnp.float32)
+            turn = jnp.concatenate([cw * d + mw * s[2:], near[None]]).sum(1)  # sums, count
             heading = me[2:, 0] + turn[:2] / jnp.maximum(turn[2], 1)
             heading = jnp.where(turn[2] > 0, unit(heading), me[2:, 0])
             me = jnp.concatenate([jnp.mod(me[:2, 0] + heading * p.speed, size[:, 0]), heading])
@@ -81,6 +80,7 @@ class BoidFlockers(Study):
                 s, me[:, None], (0, k), allow_negative_indices=False
             )
 
-        s = jax.lax.fori_loop(0, n, boid, s, unroll=4).T[column]  # back to boid order
+        turns = one_kernel(lambda s: jax.lax.fori_loop(0, n, boid, s))  # no dispatch a turn
+        s = turns(s).T[column]  # back to boid order
         w = {"pos": s[:, :2], "direction": s[:, 2:]}
         return w, alignment(w, p)
