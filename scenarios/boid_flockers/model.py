@@ -3,16 +3,16 @@
 
 Sequential as in Mesa: a boid sees the new position and heading of those that moved before
 it (measurably more aligned than moving all at once: +0.02 local alignment after 20 steps
-at Mesa's small benchmark, 5 paired standard errors). So a step is a compiled loop
-over the boids in turn order, each summing over all boids at once, on their columns sorted
-into turn order (a turn reads and writes one contiguous column: 1.5x faster than gathering
-and scattering rows), the loop compiled as one kernel (sim_core.kernel.one_kernel: a turn's
-dozen operations cost XLA's dispatch, not arithmetic; a whole run 1.2-1.6x faster, the
-same turns to float32 rounding). Measured and not kept (slower on this CPU, or no faster overall): iterating all moves
-to a fixed point (6-150 rounds as flocks form), moving windows of boids free of conflicts at
-once (exact, 7x fewer iterations at the small benchmark, each 5x dearer), scanning only an
-x-strip of candidates, the distances written out per axis, the local alignment as a second
-loop in the same kernel (dense, outside it, is 1.2-1.3x faster).
+at Mesa's small benchmark, 5 paired standard errors). So a step is a compiled loop over the
+boids in turn order, each summing over all boids at once, on their columns sorted into turn
+order (a turn reads and writes one contiguous column: 1.5x faster than gathering and
+scattering rows), the loop compiled as one kernel (sim_core.kernel.one_kernel: a turn's
+dozen operations cost XLA's dispatch, not arithmetic; a whole run 1.2-1.6x faster, the same
+turns to float32 rounding). Measured and not kept (slower on this CPU, or no faster
+overall): iterating all moves to a fixed point (6-150 rounds as flocks form), moving windows
+of boids free of conflicts at once (exact, 7x fewer iterations at the small benchmark, each
+5x dearer), scanning only an x-strip of candidates, the distances written out per axis, the
+local alignment as a second loop in the same kernel (dense, outside it, is 1.2-1.3x faster).
 """
 
 import jax
